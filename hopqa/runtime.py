@@ -1,0 +1,186 @@
+"""Per-question bookkeeping: traced LLM and retriever wrappers and context-aware pools.
+
+Methods hold a ``TracedLLM`` and a ``TracedRetriever``. Every call through them is recorded on
+the trace step that is open in the calling context and added to the ``Usage`` of the question
+being answered (both found through context variables set by ``Method.answer``). Work sent to a
+thread pool through ``submit`` keeps that context, so concurrent sub-steps (samples, sibling
+sub-questions) land in the right place of the right trace.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LogLikelihood
+from hopqa.retrieval.base import Retriever, RetrieverBase
+from hopqa.trace import current_step
+from hopqa.types import Passage, Usage
+
+T = TypeVar("T")
+
+_usage: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("hopqa_usage", default=None)
+
+#: How much of a prompt / output the trace keeps (characters). Full text is kept by default.
+MAX_TRACE_CHARS = 20000
+
+
+def submit(pool: Executor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """``pool.submit`` that runs ``fn`` in a copy of the caller's context (trace step, usage)."""
+    ctx = contextvars.copy_context()
+    return pool.submit(ctx.run, fn, *args, **kwargs)
+
+
+@contextmanager
+def accounting(usage: Usage) -> Iterator[Usage]:
+    """Make ``usage`` the current question's usage for calls made inside the block."""
+    token = _usage.set(usage)
+    try:
+        yield usage
+    finally:
+        _usage.reset(token)
+
+
+def current_usage() -> Usage | None:
+    return _usage.get()
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TRACE_CHARS else text[:MAX_TRACE_CHARS] + f"... [{len(text)} chars]"
+
+
+class TracedLLM(LLMBase):
+    """Records every call (prompt, outputs, tokens, cached, seconds) and counts its usage."""
+
+    def __init__(self, inner: LLMBase) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.capabilities = inner.capabilities
+        self.max_concurrency = inner.max_concurrency
+        super().__init__()
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    def capability_hint(self, capability: str) -> str:
+        return self.inner.capability_hint(capability)
+
+    def complete(self, request: GenerationRequest) -> Generation:
+        t0 = time.perf_counter()
+        try:
+            gen = self.inner.complete(request)
+        except Exception as exc:
+            self._record("generate", {"prompt": _clip(request.text())}, error=f"{type(exc).__name__}: {exc}")
+            raise
+        record = {
+            "prompt": _clip(request.text()),
+            "params": {
+                "n": request.n,
+                "temperature": request.temperature,
+                "top_p": request.top_p,
+                "max_tokens": request.max_tokens,
+                "stop": list(request.stop),
+                "logprobs": request.logprobs,
+                "seed": request.seed,
+            },
+            "outputs": [_clip(t) for t in gen.texts],
+            "prompt_tokens": gen.prompt_tokens,
+            "completion_tokens": gen.completion_tokens,
+            "cached": gen.cached,
+            "seconds": round(time.perf_counter() - t0, 4),
+        }
+        if request.logprobs:
+            record["logprobs"] = [c.logprobs for c in gen.completions]
+        self._record("generate", record, usage=(gen.prompt_tokens, gen.completion_tokens, gen.cached))
+        return gen
+
+    def loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        t0 = time.perf_counter()
+        try:
+            ll = self.inner.loglikelihood(context, continuation)
+        except Exception as exc:
+            self._record("loglikelihood", {"context": _clip(context), "continuation": continuation},
+                         error=f"{type(exc).__name__}: {exc}")
+            raise
+        self._record(
+            "loglikelihood",
+            {
+                "context": _clip(context),
+                "continuation": continuation,
+                "total": ll.total,
+                "token_logprobs": ll.token_logprobs,
+                "prompt_tokens": ll.prompt_tokens,
+                "cached": ll.cached,
+                "seconds": round(time.perf_counter() - t0, 4),
+            },
+            usage=(ll.prompt_tokens, 0, ll.cached),
+        )
+        return ll
+
+    def _record(self, kind: str, record: dict[str, Any], usage: tuple[int, int, bool] | None = None,
+                error: str | None = None) -> None:
+        record = {"type": kind, "backend": self.name, **record}
+        if error:
+            record["error"] = error
+        step = current_step()
+        if step is not None:
+            step.add_llm_call(record)
+        u = _usage.get()
+        if u is not None:
+            if usage is not None:
+                u.record_llm(*usage)
+            else:
+                u.record_llm(0, 0, False)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class TracedRetriever(RetrieverBase):
+    """Records every search (query, k, passage ids, seconds) and counts retrieval calls."""
+
+    def __init__(self, inner: Retriever) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__name__)
+
+    def search(self, query: str, k: int = 5) -> list[Passage]:
+        t0 = time.perf_counter()
+        hits = self.inner.search(query, k)
+        self._record(query, k, hits, time.perf_counter() - t0)
+        return hits
+
+    def batch_search(self, queries: list[str], k: int = 5) -> list[list[Passage]]:
+        t0 = time.perf_counter()
+        results = self.inner.batch_search(queries, k)
+        per = (time.perf_counter() - t0) / max(1, len(queries))
+        for q, hits in zip(queries, results):
+            self._record(q, k, hits, per)
+        return results
+
+    def _record(self, query: str, k: int, hits: list[Passage], seconds: float) -> None:
+        step = current_step()
+        if step is not None:
+            step.add_retrieval({
+                "retriever": self.name,
+                "query": query,
+                "k": k,
+                "passages": [{"id": p.id, "title": p.title, "score": p.score} for p in hits],
+                "seconds": round(seconds, 4),
+            })
+        u = _usage.get()
+        if u is not None:
+            u.record_retrieval(1)
+
+
+def traced_llm(llm: LLMBase) -> TracedLLM:
+    return llm if isinstance(llm, TracedLLM) else TracedLLM(llm)
+
+
+def traced_retriever(retriever: Retriever | None) -> TracedRetriever | None:
+    if retriever is None or isinstance(retriever, TracedRetriever):
+        return retriever
+    return TracedRetriever(retriever)

@@ -1,0 +1,253 @@
+"""The reasoning trace: a tree of steps, each with inputs, outputs, model calls and passages.
+
+A method opens steps with ``trace.step(kind, **inputs)`` (a context manager); the step that is
+open in the current thread / task is the *current step*, and the traced LLM and retriever
+(``hopqa.runtime``) attach their calls to it. Work handed to a thread pool keeps its parent
+step when submitted through ``hopqa.runtime.submit`` (which copies the context).
+
+Everything serialises to plain JSON (``to_dict`` / ``from_dict``) so a trace can be written
+with an evaluation result, read back, and rendered by the CLI or a web page.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import json
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+_current: contextvars.ContextVar[Step | None] = contextvars.ContextVar("hopqa_step", default=None)
+_ids = itertools.count(1)
+
+
+def _jsonable(value: Any) -> Any:
+    """Make a value JSON-friendly (dataclasses with to_dict, lists, dicts, fallbacks to str)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+@dataclass
+class Step:
+    """One node of the trace tree."""
+
+    kind: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    children: list[Step] = field(default_factory=list)
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
+    retrievals: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    id: int = field(default_factory=lambda: next(_ids))
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    # -- recording -------------------------------------------------------------------------
+    def output(self, **outputs: Any) -> None:
+        """Record outputs of this step (merged into ``outputs``)."""
+        with self._lock:
+            self.outputs.update({k: _jsonable(v) for k, v in outputs.items()})
+
+    def note(self, message: str, **data: Any) -> None:
+        """Record an event: a fallback taken, a parse failure, a warning."""
+        with self._lock:
+            self.events.append({"message": message, **{k: _jsonable(v) for k, v in data.items()}})
+
+    def add_child(self, child: Step) -> None:
+        with self._lock:
+            self.children.append(child)
+
+    def add_llm_call(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.llm_calls.append(record)
+
+    def add_retrieval(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.retrievals.append(record)
+
+    # -- reading ---------------------------------------------------------------------------
+    def walk(self) -> Iterator[Step]:
+        """This step and all its descendants, depth first."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+    def find(self, kind: str) -> list[Step]:
+        return [s for s in self.walk() if s.kind == kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "llm_calls": self.llm_calls,
+            "retrievals": self.retrievals,
+            "events": self.events,
+            "error": self.error,
+            "seconds": round(self.seconds, 4),
+            "children": [c.to_dict() for c in self.children],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Step:
+        return cls(
+            kind=d["kind"],
+            inputs=d.get("inputs") or {},
+            outputs=d.get("outputs") or {},
+            children=[cls.from_dict(c) for c in d.get("children") or []],
+            llm_calls=d.get("llm_calls") or [],
+            retrievals=d.get("retrievals") or [],
+            events=d.get("events") or [],
+            error=d.get("error"),
+            seconds=d.get("seconds", 0.0),
+            id=d.get("id", 0),
+        )
+
+
+class Trace:
+    """The trace of one question: a root step and the means to open nested steps."""
+
+    def __init__(self, root: Step | None = None, **inputs: Any) -> None:
+        self.root = root or Step(kind="question", inputs={k: _jsonable(v) for k, v in inputs.items()})
+        for s in self.root.walk():
+            s._trace_key = id(self)
+
+    @contextmanager
+    def step(self, kind: str, **inputs: Any) -> Iterator[Step]:
+        """Open a child of this trace's current step (or of its root); see ``step``."""
+        parent = _current.get()
+        if parent is None or not self._owns(parent):
+            parent = self.root
+        with _open(parent, kind, inputs) as s:
+            yield s
+
+    @contextmanager
+    def activate(self) -> Iterator[Step]:
+        """Make the root the current step (used by a method's ``answer`` around its body)."""
+        token = _current.set(self.root)
+        self.root.started = self.root.started or time.time()
+        t0 = time.perf_counter()
+        try:
+            yield self.root
+        except BaseException as exc:
+            self.root.error = f"{type(exc).__name__}: {exc}"
+            self.root.note("traceback", text=traceback.format_exc(limit=8))
+            raise
+        finally:
+            self.root.seconds += time.perf_counter() - t0
+            _current.reset(token)
+
+    def _owns(self, step: Step) -> bool:
+        return getattr(step, "_trace_key", None) == id(self)
+
+    def current(self) -> Step:
+        """The open step of this trace in the current context (the root if none)."""
+        s = _current.get()
+        return s if s is not None and self._owns(s) else self.root
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return self.root.to_dict()
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        return cls(root=Step.from_dict(d))
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        return cls.from_dict(json.loads(text))
+
+    def steps(self) -> list[Step]:
+        return list(self.root.walk())
+
+    def llm_calls(self) -> list[dict[str, Any]]:
+        return [c for s in self.root.walk() for c in s.llm_calls]
+
+    def render(self, max_chars: int = 160) -> str:
+        """A compact indented text view of the tree for terminals."""
+        lines: list[str] = []
+
+        def short(v: Any) -> str:
+            t = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            t = " ".join(t.split())
+            return t if len(t) <= max_chars else t[: max_chars - 3] + "..."
+
+        def visit(s: Step, depth: int) -> None:
+            pad = "  " * depth
+            extra = []
+            if s.llm_calls:
+                extra.append(f"{len(s.llm_calls)} LLM")
+            if s.retrievals:
+                extra.append(f"{len(s.retrievals)} retrieval")
+            lines.append(f"{pad}- {s.kind} ({s.seconds:.2f}s{', ' + ', '.join(extra) if extra else ''})")
+            for k, v in s.inputs.items():
+                lines.append(f"{pad}    in  {k}: {short(v)}")
+            for k, v in s.outputs.items():
+                lines.append(f"{pad}    out {k}: {short(v)}")
+            for e in s.events:
+                lines.append(f"{pad}    ! {short(e.get('message', ''))}")
+            if s.error:
+                lines.append(f"{pad}    ERROR {short(s.error)}")
+            for c in s.children:
+                visit(c, depth + 1)
+
+        visit(self.root, 0)
+        return "\n".join(lines)
+
+
+@contextmanager
+def _open(parent: Step, kind: str, inputs: dict[str, Any]) -> Iterator[Step]:
+    s = Step(kind=kind, inputs={k: _jsonable(v) for k, v in inputs.items()})
+    s.started = time.time()
+    s._trace_key = getattr(parent, "_trace_key", None)
+    parent.add_child(s)
+    token = _current.set(s)
+    t0 = time.perf_counter()
+    try:
+        yield s
+    except BaseException as exc:
+        s.error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        s.seconds = time.perf_counter() - t0
+        _current.reset(token)
+
+
+@contextmanager
+def step(kind: str, **inputs: Any) -> Iterator[Step]:
+    """Open a child of the current step; it is the current step inside the block.
+
+    Methods use this (``with step("retrieve", query=q) as s: ... s.output(...)``). Outside any
+    trace the step is recorded on a detached root, so method code runs the same either way.
+    An exception escaping the block is recorded on the step and re-raised.
+    """
+    parent = _current.get()
+    if parent is None:
+        parent = Step(kind="detached")
+    with _open(parent, kind, inputs) as s:
+        yield s
+
+
+def current_step() -> Step | None:
+    """The step open in the current context, whichever trace it belongs to."""
+    return _current.get()

@@ -1,0 +1,195 @@
+"""The value types every layer shares: Passage, Example, Usage and Answer.
+
+A ``Passage`` is what a retriever returns and what a method cites; an ``Example`` is one
+benchmark item normalised from any dataset; ``Usage`` is the cost of some work (LLM calls,
+tokens, retrieval calls, wall time); an ``Answer`` is what a method returns for one question:
+the answer text, the passages behind it, the reasoning trace and the usage.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hopqa.trace import Trace
+
+
+@dataclass
+class Passage:
+    """One retrievable unit of text (a paragraph): ``[i] Title | text`` when shown to an LLM."""
+
+    id: str
+    title: str
+    text: str
+    score: float | None = None
+    is_supporting: bool | None = None
+
+    def render(self, index: int | None = None, max_words: int | None = None) -> str:
+        """The passage as an LLM sees it: ``[index] Title | text`` (text cut to max_words)."""
+        text = self.text
+        if max_words is not None:
+            words = text.split()
+            if len(words) > max_words:
+                text = " ".join(words[:max_words]) + " ..."
+        head = f"[{index}] " if index is not None else ""
+        return f"{head}{self.title} | {text}" if self.title else f"{head}{text}"
+
+    def preview(self, n_words: int = 12) -> str:
+        """Title plus the first words, for terminal output."""
+        words = self.text.split()
+        first = " ".join(words[:n_words]) + (" ..." if len(words) > n_words else "")
+        return f"{self.title}: {first}" if self.title else first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Passage:
+        return cls(
+            id=str(d["id"]),
+            title=str(d.get("title") or ""),
+            text=str(d.get("text") or ""),
+            score=d.get("score"),
+            is_supporting=d.get("is_supporting"),
+        )
+
+
+@dataclass
+class Example:
+    """One benchmark item, whatever dataset it came from.
+
+    ``answers`` holds the gold answer first, then its accepted aliases. ``paragraphs`` are the
+    question's own candidate paragraphs (the distractor setting) with ``is_supporting`` set
+    where the dataset marks gold support; empty for open-domain datasets. ``decomposition`` is
+    the gold list of sub-questions (``{"question", "answer", "paragraph_support_idx"?}``) where
+    the dataset has one. ``extras`` keeps dataset-specific fields (type, level, label, ...).
+    """
+
+    id: str
+    question: str
+    answers: list[str]
+    dataset: str = ""
+    split: str = ""
+    paragraphs: list[Passage] = field(default_factory=list)
+    decomposition: list[dict[str, Any]] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> str:
+        return self.answers[0] if self.answers else ""
+
+    @property
+    def supporting(self) -> list[Passage]:
+        return [p for p in self.paragraphs if p.is_supporting]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["paragraphs"] = [p.to_dict() for p in self.paragraphs]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Example:
+        return cls(
+            id=str(d["id"]),
+            question=d["question"],
+            answers=list(d.get("answers") or []),
+            dataset=d.get("dataset", ""),
+            split=d.get("split", ""),
+            paragraphs=[Passage.from_dict(p) for p in d.get("paragraphs") or []],
+            decomposition=d.get("decomposition"),
+            extras=dict(d.get("extras") or {}),
+        )
+
+
+@dataclass
+class Usage:
+    """What some work cost. Cached LLM calls count in ``cache_hits`` and add zero tokens."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    retrieval_calls: int = 0
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def add(self, other: Usage) -> None:
+        """Add another usage into this one (thread-safe)."""
+        with self._lock:
+            for f in fields(self):
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def record_llm(self, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
+        with self._lock:
+            self.llm_calls += 1
+            if cached:
+                self.cache_hits += 1
+            else:
+                self.prompt_tokens += prompt_tokens
+                self.completion_tokens += completion_tokens
+
+    def record_retrieval(self, n: int = 1) -> None:
+        with self._lock:
+            self.retrieval_calls += n
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["seconds"] = round(d["seconds"], 3)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Usage:
+        return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
+
+    def summary(self) -> str:
+        return (
+            f"{self.llm_calls} LLM calls ({self.cache_hits} cached), "
+            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
+            f"{self.retrieval_calls} retrieval calls, {self.seconds:.1f} s"
+        )
+
+
+@dataclass
+class Answer:
+    """A method's result for one question: the answer, its passages, trace and cost."""
+
+    question: str
+    answer: str
+    method: str
+    passages: list[Passage] = field(default_factory=list)
+    trace: Trace | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "method": self.method,
+            "passages": [p.to_dict() for p in self.passages],
+            "usage": self.usage.to_dict(),
+            "error": self.error,
+            "trace": self.trace.to_dict() if self.trace is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Answer:
+        from hopqa.trace import Trace
+
+        return cls(
+            question=d["question"],
+            answer=d["answer"],
+            method=d["method"],
+            passages=[Passage.from_dict(p) for p in d.get("passages") or []],
+            trace=Trace.from_dict(d["trace"]) if d.get("trace") else None,
+            usage=Usage.from_dict(d.get("usage") or {}),
+            error=d.get("error"),
+        )

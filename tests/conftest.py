@@ -1,0 +1,61 @@
+"""Shared fixtures: one embedded model per test process, a private hopqa home, the demo index.
+
+Markers: ``slow`` tests run the real embedded model (SmolLM2-135M) and are part of the
+default run; ``make test-quick`` deselects them. ``qwen`` tests load the 1.1 GB Qwen model and
+run only with ``--run-qwen``. LLM tests must not run in parallel (OpenMP busy-waits).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-qwen", action="store_true", help="run tests that load the Qwen2.5-1.5B model")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-qwen"):
+        return
+    skip = pytest.mark.skip(reason="loads the 1.1 GB Qwen model: run with --run-qwen")
+    for item in items:
+        if "qwen" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def hopqa_home(tmp_path_factory) -> Path:
+    """A private HOPQA_HOME for the whole session (cache, demo index)."""
+    home = tmp_path_factory.mktemp("hopqa-home")
+    os.environ["HOPQA_HOME"] = str(home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The real embedded SmolLM2-135M (uncached), shared by every test of the session."""
+    from hopqa.llm.llamacpp import EmbeddedConfig, LlamaCppLLM
+
+    llm = LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=4096))
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="session")
+def demo_index(hopqa_home, data_dir):
+    """The BM25 retriever over the demo corpus, built in the private home."""
+    from hopqa.demo import demo_retriever
+
+    return demo_retriever(home=hopqa_home, data_dir=data_dir)

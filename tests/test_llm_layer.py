@@ -1,0 +1,164 @@
+"""The LLM layer with scripted backends: requests, n-splitting, capabilities, cache, usage,
+concurrency bounds, tracing."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hopqa.llm import CachedLLM, GenerationRequest, LLMBase, ResponseCache, UnsupportedCapability
+from hopqa.llm.base import LOGLIKELIHOOD, LOGPROBS, NATIVE_N, request_key
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.runtime import TracedLLM, accounting
+from hopqa.trace import Trace, step
+from hopqa.types import Usage
+
+
+def test_request_from_prompt_and_messages():
+    r = GenerationRequest.make("hi", stop="\n", max_tokens=5)
+    assert r.prompt == "hi" and r.stop == ("\n",) and r.as_messages() == [{"role": "user", "content": "hi"}]
+    m = GenerationRequest.make([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+    assert m.as_messages()[0] == {"role": "system", "content": "s"}
+    assert "system: s" in m.text()
+
+
+def test_cache_key_covers_every_field():
+    ident = {"backend": "x", "model": "m"}
+    base = GenerationRequest.make("q")
+    keys = {request_key(ident, "generate", base.key_dict())}
+    for change in [dict(n=2), dict(temperature=0.5), dict(top_p=0.9), dict(max_tokens=7), dict(stop=("x",)),
+                   dict(logprobs=True), dict(seed=3), dict(prompt="other")]:
+        from dataclasses import replace
+
+        keys.add(request_key(ident, "generate", replace(base, **change).key_dict()))
+    keys.add(request_key({"backend": "x", "model": "other"}, "generate", base.key_dict()))
+    keys.add(request_key(ident, "loglikelihood", base.key_dict()))
+    assert len(keys) == 11
+    assert request_key(ident, "generate", base.key_dict()) == request_key(dict(ident), "generate", base.key_dict())
+
+
+def test_n_samples_split_into_seeded_single_calls():
+    llm = ScriptedLLM(replies=lambda r: f"seed={r.seed}")
+    gen = llm.generate("q", n=3, temperature=0.7, seed=10)
+    assert gen.texts == ["seed=10", "seed=11", "seed=12"]
+    assert all(r.n == 1 for r in llm.requests)
+
+
+def test_native_n_is_one_call():
+    llm = ScriptedLLM(replies=lambda r: "x", capabilities={"generate", NATIVE_N})
+    gen = llm.generate("q", n=4)
+    assert len(gen.texts) == 4 and len(llm.requests) == 1
+
+
+def test_unsupported_capability_names_backend_and_capability():
+    llm = ScriptedLLM(replies=["a"], name="tiny")
+    with pytest.raises(UnsupportedCapability) as e:
+        llm.loglikelihood("a", "b")
+    assert "tiny" in str(e.value) and LOGLIKELIHOOD in str(e.value)
+    with pytest.raises(UnsupportedCapability) as e:
+        llm.generate("q", logprobs=True)
+    assert LOGPROBS in str(e.value)
+
+
+def test_cache_hit_is_marked_and_costs_no_tokens(tmp_path):
+    inner = ScriptedLLM(replies=["first", "second"])
+    llm = TracedLLM(CachedLLM(inner, ResponseCache(tmp_path / "c")))
+    usage = Usage()
+    with accounting(usage):
+        a = llm.generate("same prompt", max_tokens=5)
+        b = llm.generate("same prompt", max_tokens=5)
+        c = llm.generate("same prompt", max_tokens=6)
+    assert (a.text, b.text, c.text) == ("first", "first", "second")
+    assert not a.cached and b.cached and not c.cached
+    assert len(inner.requests) == 2
+    assert usage.llm_calls == 3 and usage.cache_hits == 1
+    assert usage.prompt_tokens == 2 * len("same prompt".split())
+    assert usage.completion_tokens == 2
+
+
+def test_cache_persists_across_instances_and_processes(tmp_path):
+    d = tmp_path / "c"
+    CachedLLM(ScriptedLLM(replies=["x"]), ResponseCache(d)).generate("p")
+    again = CachedLLM(ScriptedLLM(replies=[]), ResponseCache(d)).generate("p")
+    assert again.cached and again.text == "x"
+    import subprocess
+    import sys
+
+    code = (
+        "from hopqa.llm import CachedLLM, ResponseCache\n"
+        "from hopqa.llm.scripted import ScriptedLLM\n"
+        f"g = CachedLLM(ScriptedLLM(replies=[]), ResponseCache({str(d)!r})).generate('p')\n"
+        "print(g.cached, g.text)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True x"
+
+
+def test_cache_is_safe_under_threads(tmp_path):
+    cache = ResponseCache(tmp_path / "c")
+    llm = CachedLLM(ScriptedLLM(replies=lambda r: r.prompt.upper(), max_concurrency=8), cache)
+    errors = []
+
+    def work(i):
+        try:
+            for j in range(20):
+                assert llm.generate(f"p{j % 5}").text == f"P{j % 5}"
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors and len(cache) == 5
+
+
+def test_loglikelihood_cached(tmp_path):
+    inner = ScriptedLLM(scorer=lambda c, x: [-1.0] * len(x.split()))
+    llm = CachedLLM(inner, ResponseCache(tmp_path / "c"))
+    a = llm.loglikelihood("ctx", "a b c")
+    b = llm.loglikelihood("ctx", "a b c")
+    assert a.total == -3.0 and a.mean == -1.0 and b.cached and not a.cached
+
+
+@pytest.mark.parametrize("bound", [1, 3])
+def test_concurrency_is_bounded(bound):
+    llm = ScriptedLLM(replies=lambda r: "x", max_concurrency=bound, delay=0.05)
+    reqs = [GenerationRequest.make(f"q{i}") for i in range(9)]
+    out = llm.map(reqs, workers=8)
+    assert len(out) == 9
+    assert llm.max_in_flight == bound
+
+
+def test_map_keeps_order():
+    llm = ScriptedLLM(replies=lambda r: r.prompt, max_concurrency=4, delay=0.01)
+    out = llm.map([GenerationRequest.make(str(i)) for i in range(12)])
+    assert [g.text for g in out] == [str(i) for i in range(12)]
+
+
+def test_traced_calls_land_in_the_open_step_even_from_threads():
+    llm = TracedLLM(ScriptedLLM(replies=lambda r: "ok", max_concurrency=4))
+    trace = Trace(question="q")
+    usage = Usage()
+    with accounting(usage), trace.activate():
+        with step("outer"):
+            with step("samples") as s:
+                llm.generate("p", n=4, temperature=0.7)
+    samples = trace.root.find("samples")[0]
+    assert len(samples.llm_calls) == 1 and samples.llm_calls[0]["outputs"] == ["ok"] * 4
+    assert usage.llm_calls == 1
+    assert s is samples
+
+
+def test_traced_error_is_recorded():
+    class Boom(LLMBase):
+        name = "boom"
+
+        def _complete(self, request):
+            raise RuntimeError("server exploded")
+
+    llm = TracedLLM(Boom())
+    trace = Trace(question="q")
+    with trace.activate(), pytest.raises(RuntimeError), step("gen") as s:
+        llm.generate("p")
+    assert "server exploded" in s.llm_calls[0]["error"] and "server exploded" in s.error
