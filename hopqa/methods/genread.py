@@ -53,6 +53,6 @@ class GenRead(Method):
             prompt = READ_PROMPT.format(passages=render_passages(docs) if len(docs) > 1 else docs[0].text,
                                         question=question)
             out = self.llm.generate(prompt, max_tokens=cfg.max_tokens, temperature=0.0, stop=["\n\n"])
-            answer, how = extract_answer("The answer is" + out.text)
+            answer, how = extract_answer("The answer is " + out.text.lstrip())
             s.output(raw=out.text, answer=answer, parsed_by=how)
         return Result(answer=answer, passages=docs)

@@ -26,7 +26,7 @@ def clean_answer(text: str) -> str:
     t = text.strip()
     t = _WRAPPERS.sub("", t)
     t = re.sub(r"\s+", " ", t)
-    if t.endswith(".") and not re.search(r"\b[A-Z]\.$", t):  # keep initials like "Jr." / "D.C."
+    if t.endswith(".") and not re.search(r"(?:^|[\s.])[A-Z][a-z]?\.$", t):  # keep "Jr." / "D.C." / "F."
         t = t[:-1].rstrip()
     return _WRAPPERS.sub("", t)
 
