@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 from hopqa.corpus import dedupe, write_corpus
@@ -42,6 +43,7 @@ def build_demo_corpus(home: Path, data_dir: str | Path | None = None) -> Path:
     source = {"data_dir": str(Path(data).resolve()), "files": _files_signature(Path(data))}
     if corpus.exists() and stamp.exists() and json.loads(stamp.read_text()) == source:
         return corpus
+    print(f"hopqa: building the demo corpus from {data} (first use) ...", file=sys.stderr)
     passages = demo_paragraphs(Path(data))
     tmp = corpus.with_suffix(".jsonl.tmp")
     write_corpus(passages, tmp)
