@@ -54,10 +54,12 @@ def _clip(text: str) -> str:
 
 
 class TracedLLM(LLMBase):
-    """Records every call (prompt, outputs, tokens, cached, seconds) and counts its usage."""
+    """Records every call (prompt, outputs, tokens, cached, seconds) and counts its usage:
+    in the current question's ``Usage`` and in ``total`` (every call through this object)."""
 
     def __init__(self, inner: LLMBase) -> None:
         self.inner = inner
+        self.total = Usage()
         self.name = inner.name
         self.capabilities = inner.capabilities
         self.max_concurrency = inner.max_concurrency
@@ -129,12 +131,9 @@ class TracedLLM(LLMBase):
         step = current_step()
         if step is not None:
             step.add_llm_call(record)
-        u = _usage.get()
-        if u is not None:
-            if usage is not None:
-                u.record_llm(*usage)
-            else:
-                u.record_llm(0, 0, False)
+        for u in (_usage.get(), self.total):
+            if u is not None:
+                u.record_llm(*(usage if usage is not None else (0, 0, False)))
 
     def close(self) -> None:
         self.inner.close()
@@ -146,6 +145,7 @@ class TracedRetriever(RetrieverBase):
     def __init__(self, inner: Retriever) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
+        self.total = Usage()
 
     def search(self, query: str, k: int = 5) -> list[Passage]:
         t0 = time.perf_counter()
@@ -171,9 +171,9 @@ class TracedRetriever(RetrieverBase):
                 "passages": [{"id": p.id, "title": p.title, "score": p.score} for p in hits],
                 "seconds": round(seconds, 4),
             })
-        u = _usage.get()
-        if u is not None:
-            u.record_retrieval(1)
+        for u in (_usage.get(), self.total):
+            if u is not None:
+                u.record_retrieval(1)
 
 
 def traced_llm(llm: LLMBase) -> TracedLLM:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def pytest_addoption(parser):
@@ -38,9 +37,13 @@ def hopqa_home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present")
-    return SHARED_DATA
+    """The benchmark data ($HOPQA_DATA_DIR or ../shared/data); tests needing it skip without it."""
+    from hopqa.datasets import default_data_dir
+
+    found = default_data_dir()
+    if found is None or not found.is_dir():
+        pytest.skip("no benchmark data directory (set HOPQA_DATA_DIR or put shared/data beside the repo)")
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -162,3 +162,13 @@ def test_traced_error_is_recorded():
     with trace.activate(), pytest.raises(RuntimeError), step("gen") as s:
         llm.generate("p")
     assert "server exploded" in s.llm_calls[0]["error"] and "server exploded" in s.error
+
+
+def test_usage_per_question_and_in_total():
+    from hopqa.methods import build_method
+
+    method = build_method("direct", ScriptedLLM(replies=["a", "b", "c"]))
+    answers = [method.answer(q) for q in ["q one", "q two", "q three"]]
+    assert [a.usage.llm_calls for a in answers] == [1, 1, 1]
+    assert method.llm.total.llm_calls == 3
+    assert method.llm.total.completion_tokens == sum(a.usage.completion_tokens for a in answers) == 3
