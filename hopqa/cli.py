@@ -1,4 +1,4 @@
-"""The ``hopqa`` command: ask | index | datasets | methods | setup.
+"""The ``hopqa`` command: ask | eval | report | index | datasets | methods | setup.
 
 ``hopqa ask QUESTION`` answers with the default method (retrieve-then-read) on the default
 LLM (the embedded Qwen2.5-1.5B) over the demo corpus, printing the answer, the passages it
@@ -129,6 +129,65 @@ def _print_answer(answer: Any, show_trace: bool = False) -> None:
         print(answer.trace.render())
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from hopqa.config import default_home, default_llm
+    from hopqa.datasets import load_dataset
+    from hopqa.evaluation.report import markdown_table, collect_rows
+    from hopqa.evaluation.runner import SETTINGS, RunConfigMismatch, evaluate
+    from hopqa.llm import load_llm
+    from hopqa.methods.base import MethodError, build_method, get_method_class, normalize_name
+
+    if args.setting not in SETTINGS:
+        raise UsageError(f"--setting must be one of {', '.join(SETTINGS)}")
+    names = [normalize_name(m) for m in args.method.split(",") if m.strip()]
+    try:
+        classes = {m: get_method_class(m) for m in names}
+        options = {m: _method_options(m, args) for m in names}
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
+    examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit)
+    home = default_home(args.home)
+    retriever = None
+    if args.setting == "open" and any(c.needs_retriever for c in classes.values()):
+        retriever = _retriever(args)
+    spec = default_llm(args.llm)
+    llm = load_llm(spec, home=home, cache=not args.no_cache, api_key=os.environ.get("OPENAI_API_KEY"))
+    judge = load_llm(args.judge, home=home, api_key=os.environ.get("OPENAI_API_KEY")) if args.judge else None
+    base = Path(args.out) / f"{examples[0].dataset if examples else args.dataset}-{args.split}-{args.setting}"
+    run_dirs = []
+    for name in names:
+        method = build_method(name, llm, None, **options[name])
+        config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
+                  "options": dataclasses.asdict(method.config), "llm": spec, "judge": args.judge}
+        try:
+            summary = evaluate(method, examples, base / name, setting=args.setting, retriever=retriever,
+                               workers=args.workers, judge=judge, config=config, retry_failed=args.retry_failed,
+                               progress=not args.no_progress)
+        except RunConfigMismatch as exc:
+            raise UsageError(str(exc)) from exc
+        run_dirs.append(base / name)
+        m = summary.metrics
+        print(f"{name}: n={summary.n} failed={summary.failed} EM={m.get('em', 0):.3f} F1={m.get('f1', 0):.3f} "
+              f"calls/q={summary.cost['llm_calls_per_q']:.1f} -> {base / name}", file=sys.stderr)
+    print(markdown_table(collect_rows(run_dirs)))
+    llm.close()
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from hopqa.evaluation.report import build_report
+
+    out = Path(args.out or args.runs[0])
+    try:
+        table, out_dir = build_report(args.runs, out, stratify=args.stratify_length, long_pct=args.long_pct,
+                                      short_pct=args.short_pct, plots=not args.no_plots)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from exc
+    print(table)
+    print(f"\nwrote {out_dir / 'report.md'} and {out_dir / 'report.html'}", file=sys.stderr)
+    return 0
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from hopqa.retrieval.bm25 import build_index
 
@@ -200,6 +259,34 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--trace", action="store_true", help="print the reasoning trace")
     ask.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     ask.set_defaults(func=cmd_ask)
+
+    ev = sub.add_parser("eval", parents=[common], help="evaluate methods on a benchmark (resumable)")
+    ev.add_argument("--dataset", required=True, help="dataset name (see hopqa datasets)")
+    ev.add_argument("--split", default="dev")
+    ev.add_argument("--setting", default="distractor", help="distractor (own paragraphs) or open (pooled corpus)")
+    ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
+    ev.add_argument("--limit", type=int, help="first N questions only")
+    ev.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
+    ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (optional)")
+    ev.add_argument("--workers", type=int, default=1, help="questions answered in parallel")
+    ev.add_argument("--out", default="runs", help="output directory (default runs/)")
+    ev.add_argument("--corpus", help="open setting: corpus file (default: the pooled demo corpus)")
+    ev.add_argument("--index", help="open setting: a BM25 index directory")
+    ev.add_argument("--k", type=int, help="passages per retrieval")
+    ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
+    ev.add_argument("--retry-failed", action="store_true", help="re-run questions recorded as failed")
+    ev.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.set_defaults(func=cmd_eval)
+
+    rp = sub.add_parser("report", parents=[common], help="compare evaluation runs: tables and plots")
+    rp.add_argument("runs", nargs="+", help="run directories (searched for results.jsonl)")
+    rp.add_argument("--out", help="where to write report.md / report.html (default: the first run directory)")
+    rp.add_argument("--stratify-length", action="store_true", help="also split by question length (HGOT)")
+    rp.add_argument("--long-pct", type=float, default=98.5, help="Long: above this percentile of length")
+    rp.add_argument("--short-pct", type=float, default=1.5, help="Short: below this percentile of length")
+    rp.add_argument("--no-plots", action="store_true")
+    rp.set_defaults(func=cmd_report)
 
     idx = sub.add_parser("index", parents=[common], help="build a BM25 index of a corpus")
     idx.add_argument("corpus")

@@ -1,0 +1,157 @@
+"""Metrics the papers report (METHODS.md "Metrics").
+
+- ``exact_match``, ``token_f1`` (with token ``precision`` and ``recall``): SQuAD normalisation
+  (lower-case, strip punctuation and the articles a/an/the, collapse whitespace), the best
+  score over the gold answer and its aliases. As in the HotpotQA evaluation script, a yes/no/
+  noanswer prediction or gold that differs from the other side scores 0 F1. Precision and
+  recall are each the maximum over aliases.
+- ``fever_accuracy``: the label (SUPPORTS / REFUTES / NOT ENOUGH INFO) read from the
+  prediction by keyword, compared with the gold label.
+- ``support_metrics``: recall@k, precision and F1 of the gold supporting paragraphs among the
+  passages a method used, matched by normalised title + text (ids differ between a
+  question's pool and the pooled corpus).
+- ``k_precision`` (Adlakha et al. 2023, used by GenSco): the share of the prediction's
+  normalised tokens that occur in the passages given to the reader.
+- ``judge_accuracy``: Acc by an LLM judge (any backend) asked whether the prediction means
+  the same as one of the gold answers; its raw verdict is kept.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from hopqa.types import Passage
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = set(string.punctuation)
+_SPECIAL = {"yes", "no", "noanswer"}
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _tokens(text: str) -> list[str]:
+    return normalize_answer(text).split()
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    p = normalize_answer(prediction)
+    return float(any(p == normalize_answer(g) for g in golds if g is not None))
+
+
+def _prf(prediction: str, gold: str) -> tuple[float, float, float]:
+    p_norm, g_norm = normalize_answer(prediction), normalize_answer(gold)
+    if (p_norm in _SPECIAL or g_norm in _SPECIAL) and p_norm != g_norm:
+        return 0.0, 0.0, 0.0
+    p_toks, g_toks = p_norm.split(), g_norm.split()
+    common = Counter(p_toks) & Counter(g_toks)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0, 0.0, 0.0
+    precision, recall = same / len(p_toks), same / len(g_toks)
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
+def token_scores(prediction: str, golds: Sequence[str]) -> dict[str, float]:
+    """F1, precision and recall, each the best over the gold answers."""
+    scores = [_prf(prediction, g) for g in golds if g is not None] or [(0.0, 0.0, 0.0)]
+    return {"f1": max(s[0] for s in scores), "precision": max(s[1] for s in scores),
+            "recall": max(s[2] for s in scores)}
+
+
+def token_f1(prediction: str, golds: Sequence[str]) -> float:
+    return token_scores(prediction, golds)["f1"]
+
+
+FEVER_LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
+
+
+def fever_label(prediction: str) -> str | None:
+    """The FEVER label a free-text prediction states (first mentioned wins), or None."""
+    text = prediction.upper()
+    found = []
+    for label, pattern in (("NOT ENOUGH INFO", r"NOT ENOUGH|NEI\b|INSUFFICIENT"), ("SUPPORTS", r"SUPPORT"),
+                           ("REFUTES", r"REFUT")):
+        m = re.search(pattern, text)
+        if m:
+            found.append((m.start(), label))
+    return min(found)[1] if found else None
+
+
+def fever_accuracy(prediction: str, golds: Sequence[str]) -> float:
+    label = fever_label(prediction)
+    return float(label is not None and label in {g.strip().upper() for g in golds})
+
+
+def _key(title: str, text: str) -> tuple[str, str]:
+    return " ".join(title.split()).lower(), " ".join(text.split()).lower()
+
+
+def support_metrics(used: Sequence[Passage], gold: Sequence[Passage], k: int | None = None) -> dict[str, float]:
+    """Recall@k (k = number used if None), precision and F1 of gold supporting paragraphs."""
+    gold_keys = {_key(p.title, p.text) for p in gold}
+    if not gold_keys:
+        return {}
+    used_keys = [_key(p.title, p.text) for p in used]
+    top = used_keys[:k] if k is not None else used_keys
+    hit_top = len(gold_keys & set(top))
+    hit_all = len(gold_keys & set(used_keys))
+    recall = hit_top / len(gold_keys)
+    precision = hit_all / len(set(used_keys)) if used_keys else 0.0
+    full_recall = hit_all / len(gold_keys)
+    f1 = 2 * precision * full_recall / (precision + full_recall) if precision + full_recall else 0.0
+    return {"support_recall": recall, "support_precision": precision, "support_f1": f1}
+
+
+def k_precision(prediction: str, passages: Sequence[Passage]) -> float | None:
+    """Share of prediction tokens found in the passages (None when there are no passages)."""
+    pred = _tokens(prediction)
+    if not passages:
+        return None
+    if not pred:
+        return 0.0
+    knowledge = set()
+    for p in passages:
+        knowledge.update(_tokens(f"{p.title} {p.text}"))
+    return sum(t in knowledge for t in pred) / len(pred)
+
+
+#: LLM-judge prompt (the "Acc" of Self-DC / LeapQuery style evaluations).
+JUDGE_PROMPT = (
+    "You are grading a question-answering system. Decide whether the predicted answer means the same "
+    "as one of the gold answers (ignore wording, case and extra detail that does not change the meaning).\n\n"
+    "Question: {question}\nGold answers: {golds}\nPredicted answer: {prediction}\n\n"
+    "Reply with one word: yes or no."
+)
+
+
+def judge_accuracy(judge: Any, question: str, prediction: str, golds: Sequence[str]) -> tuple[float, str]:
+    """(1.0 or 0.0, the judge's raw reply); an empty prediction is wrong without a call."""
+    if not prediction.strip():
+        return 0.0, "(empty prediction)"
+    prompt = JUDGE_PROMPT.format(question=question, golds=" | ".join(golds), prediction=prediction)
+    reply = judge.generate(prompt, max_tokens=4, temperature=0.0).text
+    return float(reply.strip().lower().startswith("yes")), reply
+
+
+def score_answer(prediction: str, golds: Sequence[str], passages: Sequence[Passage] = (),
+                 gold_support: Sequence[Passage] = (), dataset: str = "", support_k: int | None = None) -> dict[str, float]:
+    """Every automatic metric that applies to one prediction."""
+    metrics: dict[str, float] = {"em": exact_match(prediction, golds), **token_scores(prediction, golds)}
+    if dataset == "fever":
+        metrics["label_acc"] = fever_accuracy(prediction, golds)
+    kp = k_precision(prediction, passages)
+    if kp is not None:
+        metrics["k_precision"] = kp
+    if passages:  # a method that used no passage has no support figures (not zeros)
+        metrics.update(support_metrics(passages, gold_support, support_k))
+    return metrics

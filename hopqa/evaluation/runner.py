@@ -1,0 +1,272 @@
+"""The evaluation runner: many questions, in parallel, one JSON line each, resumable.
+
+``evaluate(method, examples, run_dir, ...)`` answers every example and appends one JSON line
+per question to ``run_dir/results.jsonl`` as soon as it finishes (prediction, gold, metrics,
+usage, passages, full trace; ``status`` "ok" or "failed" with the error). Each line is written
+with one ``write`` and flushed to disk (``fsync``), so a run killed at any moment — even with
+``kill -9`` — loses at most the questions in flight. Re-running skips every id already in the
+file (``retry_failed=True`` re-runs the failed ones; the newest line of an id wins), after
+cutting off a torn last line if the kill landed mid-write. ``run_dir/config.json`` records
+what was run; a resumed run with a different configuration is refused rather than mixed.
+``run_dir/summary.json`` holds the aggregate metrics and cost, rewritten at the end.
+
+Settings: ``distractor`` — each question retrieves only from its own candidate paragraphs
+(``CandidatePool``); ``open`` — one retriever over the pooled corpus for every question.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hopqa.evaluation.metrics import judge_accuracy, score_answer
+from hopqa.methods.base import Method
+from hopqa.retrieval.base import Retriever
+from hopqa.retrieval.pool import CandidatePool
+from hopqa.runtime import submit
+from hopqa.types import Answer, Example, Usage
+
+SETTINGS = ("distractor", "open")
+
+
+class RunConfigMismatch(RuntimeError):
+    """A resumed run was asked to continue with a different configuration."""
+
+
+@dataclass
+class RunSummary:
+    """What ``evaluate`` returns (also written to summary.json)."""
+
+    n: int
+    done: int
+    failed: int
+    metrics: dict[str, float]
+    cost: dict[str, float]
+    path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "done": self.done, "failed": self.failed, "metrics": self.metrics, "cost": self.cost}
+
+
+# -- the results file ---------------------------------------------------------------------------
+def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+    """Records by id (the last line of an id wins). With ``repair``, a torn or malformed last
+    line (a kill mid-write) is cut off the file."""
+    records: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return records
+    data = path.read_bytes()
+    good_end = 0
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl == -1:  # a last line without its newline: torn
+            break
+        line = data[pos:nl]
+        try:
+            rec = json.loads(line)
+            records[str(rec["id"])] = rec
+            good_end = nl + 1
+        except (json.JSONDecodeError, KeyError, UnicodeDecodeError):
+            if nl + 1 < len(data):  # a bad line in the middle: skip it, keep the rest
+                good_end = nl + 1
+            else:
+                break
+        pos = nl + 1
+    if repair and good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return records
+
+
+class ResultWriter:
+    """Appends one JSON line per question, durably, from many threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._f = open(path, "a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+# -- one question -------------------------------------------------------------------------------
+def _record(example: Example, answer: Answer, setting: str, judge: Any | None, support_k: int | None) -> dict[str, Any]:
+    metrics = score_answer(answer.answer, example.answers, answer.passages, example.supporting,
+                           dataset=example.dataset, support_k=support_k)
+    judge_reply = None
+    if judge is not None and not answer.error:
+        try:
+            metrics["acc"], judge_reply = judge_accuracy(judge, example.question, answer.answer, example.answers)
+        except Exception as exc:  # a judge failure must not lose the answer
+            judge_reply = f"judge failed: {type(exc).__name__}: {exc}"
+    elif judge is not None:
+        metrics["acc"] = 0.0
+    return {
+        "id": example.id,
+        "dataset": example.dataset,
+        "split": example.split,
+        "setting": setting,
+        "method": answer.method,
+        "question": example.question,
+        "gold": example.answers,
+        "prediction": answer.answer,
+        "status": "failed" if answer.error else "ok",
+        "error": answer.error,
+        "metrics": metrics,
+        "judge": judge_reply,
+        "usage": answer.usage.to_dict(),
+        "passages": [{"id": p.id, "title": p.title, "score": p.score} for p in answer.passages],
+        "question_words": len(example.question.split()),
+        "trace": answer.trace.to_dict() if answer.trace is not None else None,
+    }
+
+
+def _answer(method: Method, example: Example, setting: str, retriever: Retriever | None) -> Answer:
+    if setting == "distractor":
+        if not example.paragraphs and method.needs_retriever:
+            return Answer(question=example.question, answer="", method=method.name,
+                          error=f"{example.dataset} has no candidate paragraphs: use the open setting")
+        pool = CandidatePool(example.paragraphs) if example.paragraphs else None
+        return method.answer(example.question, retriever=pool)
+    return method.answer(example.question, retriever=retriever)
+
+
+# -- the run ------------------------------------------------------------------------------------
+def evaluate(
+    method: Method,
+    examples: Sequence[Example],
+    run_dir: str | Path,
+    setting: str = "distractor",
+    retriever: Retriever | None = None,
+    workers: int = 1,
+    judge: Any | None = None,
+    config: dict[str, Any] | None = None,
+    retry_failed: bool = False,
+    support_k: int | None = None,
+    progress: bool = True,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> RunSummary:
+    """Answer and score every example into ``run_dir`` (see the module docstring)."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; use one of {', '.join(SETTINGS)}")
+    if setting == "open" and retriever is None and method.needs_retriever:
+        raise ValueError("the open setting needs a retriever over the pooled corpus")
+    out = Path(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_config(out / "config.json", config or {})
+    results_path = out / "results.jsonl"
+    previous = read_results(results_path, repair=True)
+    todo = [ex for ex in examples
+            if ex.id not in previous or (retry_failed and previous[ex.id].get("status") == "failed")]
+    writer = ResultWriter(results_path)
+    counts = {"done": 0, "failed": 0}
+    cost = Usage()
+    bar = _progress_bar(len(examples), len(examples) - len(todo), method.name, progress)
+
+    def one(ex: Example) -> dict[str, Any]:
+        ans = _answer(method, ex, setting, retriever)
+        return _record(ex, ans, setting, judge, support_k)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = {submit(pool, one, ex): ex for ex in todo}
+            for fut in as_completed(futures):
+                ex = futures[fut]
+                try:
+                    rec = fut.result()
+                except Exception as exc:  # scoring itself failed: still recorded
+                    rec = {"id": ex.id, "dataset": ex.dataset, "split": ex.split, "setting": setting,
+                           "method": method.name, "question": ex.question, "gold": ex.answers, "prediction": "",
+                           "status": "failed", "error": f"{type(exc).__name__}: {exc}", "metrics": {},
+                           "usage": Usage().to_dict(), "passages": [], "trace": None}
+                writer.write(rec)
+                if on_record is not None:
+                    on_record(rec)
+                counts["done"] += 1
+                counts["failed"] += rec["status"] == "failed"
+                cost.add(Usage.from_dict(rec["usage"]))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(failed=counts["failed"], calls=cost.llm_calls,
+                                    tokens=cost.prompt_tokens + cost.completion_tokens, refresh=False)
+    finally:
+        writer.close()
+        if bar is not None:
+            bar.close()
+    records = read_results(results_path)
+    wanted = {ex.id for ex in examples}
+    summary = summarize([r for i, r in records.items() if i in wanted], out)
+    (out / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1))
+    return summary
+
+
+def _progress_bar(total: int, initial: int, name: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc=name, unit="q", dynamic_ncols=True)
+
+
+def _check_config(path: Path, config: dict[str, Any]) -> None:
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if config and old != json.loads(json.dumps(config, default=str)):
+            diff = sorted(k for k in set(old) | set(config) if old.get(k) != json.loads(json.dumps(config.get(k), default=str)))
+            raise RunConfigMismatch(
+                f"{path.parent} holds a run with a different configuration (differs in: {', '.join(diff)}); "
+                "use another --out directory, or delete it to start over"
+            )
+        return
+    path.write_text(json.dumps(config, indent=1, default=str))
+
+
+def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:
+    """Mean of every metric over all records (failed ones score 0 on answer metrics), and cost."""
+    n = len(records)
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    answer_metrics = {"em", "f1", "precision", "recall", "label_acc", "acc"}
+    present = {k for r in records for k in (r.get("metrics") or {})}
+    for r in records:
+        m = r.get("metrics") or {}
+        for key in present:
+            if key in m:
+                sums[key] = sums.get(key, 0.0) + float(m[key])
+                counts[key] = counts.get(key, 0) + 1
+            elif key in answer_metrics:
+                counts[key] = counts.get(key, 0) + 1
+    metrics = {k: sums.get(k, 0.0) / counts[k] for k in sorted(counts)}
+    usage = Usage()
+    for r in records:
+        usage.add(Usage.from_dict(r.get("usage") or {}))
+    per = max(1, n)
+    cost = {
+        "llm_calls_per_q": usage.llm_calls / per,
+        "prompt_tokens_per_q": usage.prompt_tokens / per,
+        "completion_tokens_per_q": usage.completion_tokens / per,
+        "retrieval_calls_per_q": usage.retrieval_calls / per,
+        "seconds_per_q": usage.seconds / per,
+        "cache_hit_rate": usage.cache_hits / usage.llm_calls if usage.llm_calls else 0.0,
+        "llm_calls": usage.llm_calls,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+    }
+    failed = sum(r.get("status") == "failed" for r in records)
+    return RunSummary(n=n, done=n, failed=failed, metrics=metrics, cost=cost, path=path)

@@ -1,0 +1,65 @@
+"""hopqa eval and hopqa report as a user runs them, on the real embedded model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+SMOL = "embedded:smollm2-135m"
+
+
+def hopqa(*args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOPQA_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "hopqa.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=900)
+
+
+def test_eval_then_report_then_deterministic_rerun(tmp_path, data_dir):
+    home = tmp_path / "home"
+    args = ["eval", "--dataset", "musique", "--method", "direct,retrieve-then-read", "--limit", "2",
+            "--llm", SMOL, "--no-progress", "--data-dir", str(data_dir)]
+    r = hopqa(*args, "--out", str(tmp_path / "runs"), home=home)
+    assert r.returncode == 0, r.stderr
+    assert "| musique/dev | distractor | direct |" in r.stdout and "retrieve-then-read" in r.stdout
+    run = tmp_path / "runs" / "musique-dev-distractor" / "retrieve-then-read"
+    lines = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and all(x["status"] == "ok" and x["trace"] for x in lines)
+    assert "support_recall" in lines[0]["metrics"]
+    first = json.loads((run / "summary.json").read_text())
+
+    rep = hopqa("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--stratify-length", home=home)
+    assert rep.returncode == 0, rep.stderr
+    assert (tmp_path / "report" / "report.md").read_text().count("| musique/dev |") >= 2
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "<table>" in html and "data:image/png;base64," in html
+    assert (tmp_path / "report" / "score_vs_cost.png").stat().st_size > 1000
+
+    # same command, fresh output directory: every call comes from the cache, same numbers
+    again = hopqa(*args, "--out", str(tmp_path / "runs2"), home=home)
+    assert again.returncode == 0, again.stderr
+    second = json.loads((tmp_path / "runs2" / "musique-dev-distractor" / "retrieve-then-read" / "summary.json").read_text())
+    assert second["metrics"] == first["metrics"]
+    assert second["cost"]["cache_hit_rate"] == 1.0 and second["cost"]["prompt_tokens"] == 0
+
+    # resuming the finished run makes no call at all
+    rerun = hopqa(*args, "--out", str(tmp_path / "runs"), home=home)
+    assert rerun.returncode == 0
+    assert len((run / "results.jsonl").read_text().splitlines()) == 2
+
+
+def test_eval_open_setting_and_usage_errors(tmp_path, data_dir, hopqa_home, demo_index):
+    r = hopqa("eval", "--dataset", "bamboogle", "--split", "test", "--setting", "open", "--method", "retrieve-then-read",
+              "--limit", "1", "--llm", SMOL, "--no-progress", "--out", str(tmp_path / "runs"), home=hopqa_home)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads((tmp_path / "runs" / "bamboogle-test-open" / "retrieve-then-read" / "results.jsonl").read_text())
+    assert rec["setting"] == "open" and len(rec["passages"]) == 5
+    bad = hopqa("eval", "--dataset", "musique", "--method", "nope", home=hopqa_home)
+    assert bad.returncode == 2 and "unknown method" in bad.stderr
+    bad = hopqa("eval", "--dataset", "nope", "--method", "direct", home=hopqa_home)
+    assert bad.returncode == 2 and "unknown dataset" in bad.stderr

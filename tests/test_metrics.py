@@ -1,0 +1,93 @@
+"""Metric functions against hand-worked cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopqa.evaluation.metrics import (
+    exact_match,
+    fever_accuracy,
+    fever_label,
+    judge_accuracy,
+    k_precision,
+    normalize_answer,
+    score_answer,
+    support_metrics,
+    token_scores,
+)
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.types import Passage
+
+
+def test_normalization():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert normalize_answer("An apple, a day") == "apple day"
+    assert normalize_answer("  Rock   music. ") == "rock music"
+
+
+@pytest.mark.parametrize("pred,golds,em", [
+    ("the Eiffel Tower", ["Eiffel Tower"], 1.0),
+    ("Eiffel Tower.", ["eiffel tower"], 1.0),
+    ("Stanley Hall", ["G. Stanley Hall", "Stanley Hall"], 1.0),  # alias
+    ("G Stanley Hall", ["G. Stanley Hall"], 1.0),  # punctuation
+    ("Paris, France", ["Paris"], 0.0),
+    ("yes", ["Yes"], 1.0),
+    ("", ["x"], 0.0),
+])
+def test_exact_match(pred, golds, em):
+    assert exact_match(pred, golds) == em
+
+
+def test_token_scores_hand_worked():
+    # pred tokens: [paris, france]; gold tokens: [paris]; common 1 -> P 1/2, R 1/1, F1 2/3
+    s = token_scores("Paris, France", ["Paris"])
+    assert s == pytest.approx({"f1": 2 / 3, "precision": 0.5, "recall": 1.0})
+    # best over aliases: "the city of paris" vs ["Lyon", "city of Paris"] -> exact after normalisation
+    assert token_scores("the city of Paris", ["Lyon", "city of Paris"])["f1"] == 1.0
+    # repeated tokens count with multiplicity: pred [a1 a1 b] gold [a1 b b] -> common 2 -> P 2/3 R 2/3
+    assert token_scores("x1 x1 y", ["x1 y y"])["f1"] == pytest.approx(2 / 3)
+
+
+def test_yes_no_special_case():
+    assert token_scores("yes it is", ["no"])["f1"] == 0.0
+    assert token_scores("no", ["no"])["f1"] == 1.0
+    assert token_scores("yes", ["yes sir"])["f1"] == 0.0  # HotpotQA rule: yes/no must match exactly
+
+
+def test_fever():
+    assert fever_label("The claim is SUPPORTED by the evidence.") == "SUPPORTS"
+    assert fever_label("refutes") == "REFUTES"
+    assert fever_label("There is not enough info to support it") == "NOT ENOUGH INFO"
+    assert fever_label("maybe") is None
+    assert fever_accuracy("Supports.", ["SUPPORTS"]) == 1.0 and fever_accuracy("refuted", ["SUPPORTS"]) == 0.0
+
+
+def test_support_metrics_hand_worked():
+    g1, g2 = Passage("a", "A", "alpha text"), Passage("b", "B", "beta text")
+    used = [Passage("x", "X", "other"), Passage("a2", "A", "alpha  text"), Passage("y", "Y", "more")]
+    m = support_metrics(used, [g1, g2])
+    # one of two gold found (matched by title + text, not id), 1 of 3 used is gold
+    assert m == pytest.approx({"support_recall": 0.5, "support_precision": 1 / 3, "support_f1": 0.4})
+    assert support_metrics(used, [g1, g2], k=1)["support_recall"] == 0.0
+    assert support_metrics(used, []) == {}
+
+
+def test_k_precision():
+    ps = [Passage("1", "Titanic", "directed by James Cameron")]
+    assert k_precision("James Cameron", ps) == 1.0
+    assert k_precision("Steven Spielberg Cameron", ps) == pytest.approx(1 / 3)
+    assert k_precision("x", []) is None
+
+
+def test_judge():
+    judge = ScriptedLLM(replies=["Yes.", "no"])
+    assert judge_accuracy(judge, "q", "Cameron", ["James Cameron"]) == (1.0, "Yes.")
+    assert judge_accuracy(judge, "q", "Spielberg", ["James Cameron"]) == (0.0, "no")
+    assert judge_accuracy(judge, "q", "", ["x"])[0] == 0.0 and len(judge.requests) == 2
+
+
+def test_score_answer_keys():
+    m = score_answer("Paris", ["Paris"], passages=[Passage("1", "P", "Paris")], gold_support=[Passage("1", "P", "Paris")])
+    assert m["em"] == 1 and m["support_recall"] == 1 and m["k_precision"] == 1
+    assert "support_recall" not in score_answer("Paris", ["Paris"], passages=[], gold_support=[Passage("1", "P", "x")])
+    assert score_answer("supports", ["SUPPORTS"], dataset="fever")["label_acc"] == 1.0
