@@ -1,16 +1,20 @@
 """Corpus files: read (jsonl or tsv), write, deduplicate, fingerprint.
 
-A corpus is JSON lines ``{"id", "title", "text"}`` (``id`` and ``title`` optional;
-``contents`` / ``body`` accepted for ``text``) or a DPR-style ``.tsv`` (``id <TAB> text <TAB>
-title``, header optional). Malformed lines are skipped with a warning naming ``file:line``
-and counted in ``CorpusStats``: one bad line never stops an index build.
+A corpus is JSON lines ``{"id", "title", "text"}`` (``id`` optional: the 1-based line number
+is used; ``title`` optional; ``contents`` / ``body`` accepted for ``text``) or a DPR-style
+``.tsv`` (``id <TAB> text <TAB> title``, header line optional, csv quoting as DPR writes it).
+A malformed line (bad JSON, not an object, no text) is skipped with a warning naming
+``file:line`` and counted in ``CorpusStats``: one bad line never stops an index build. Only
+the first ``MAX_WARNINGS`` skips of a file are warned about one by one; all are counted.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
+import os
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
@@ -19,33 +23,46 @@ from pathlib import Path
 
 from hopqa.types import Passage
 
+MAX_WARNINGS = 20
+TEXT_KEYS = ("text", "contents", "body")
+
 
 @dataclass
 class CorpusStats:
-    """What reading a corpus file found."""
+    """What reading a corpus file found: passages read, lines skipped and why (first 100)."""
 
     read: int = 0
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
 
     def skip(self, where: str, why: str) -> None:
+        """Count one skipped line; warn about it while fewer than ``MAX_WARNINGS`` were."""
         self.skipped += 1
         message = f"{where}: skipped ({why})"
         if len(self.problems) < 100:
             self.problems.append(message)
-        warnings.warn(message, stacklevel=3)
+        if self.skipped <= MAX_WARNINGS:
+            warnings.warn(message, UserWarning, stacklevel=4)
+        elif self.skipped == MAX_WARNINGS + 1:
+            warnings.warn(f"{where}: more malformed lines; counting them without further warnings",
+                          UserWarning, stacklevel=4)
 
 
 def read_corpus(path: str | Path, stats: CorpusStats | None = None) -> Iterator[Passage]:
-    """Passages of a corpus file; bad lines are skipped and counted in ``stats``."""
+    """The passages of a corpus file (``.tsv`` by suffix, else JSON lines), lazily.
+
+    Bad lines are skipped with a warning and counted in ``stats`` (pass your own to read the
+    counts afterwards). Raises ``FileNotFoundError`` when ``path`` is not a file.
+    """
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"no corpus file at {p}")
+        raise FileNotFoundError(
+            f"no corpus file at {p} (expected JSON lines {{\"id\", \"title\", \"text\"}} or a .tsv "
+            "with id<TAB>text<TAB>title)"
+        )
     stats = stats if stats is not None else CorpusStats()
-    if p.suffix.lower() == ".tsv":
-        yield from _read_tsv(p, stats)
-    else:
-        yield from _read_jsonl(p, stats)
+    reader = _read_tsv if p.suffix.lower() == ".tsv" else _read_jsonl
+    return reader(p, stats)
 
 
 def _read_jsonl(p: Path, stats: CorpusStats) -> Iterator[Passage]:
@@ -61,29 +78,39 @@ def _read_jsonl(p: Path, stats: CorpusStats) -> Iterator[Passage]:
             if not isinstance(row, dict):
                 stats.skip(f"{p}:{n}", "not a JSON object")
                 continue
-            text = row.get("text") or row.get("contents") or row.get("body") or ""
+            text = next((row[k] for k in TEXT_KEYS if row.get(k) is not None), None)
             if not isinstance(text, str) or not text.strip():
                 stats.skip(f"{p}:{n}", "no text")
                 continue
+            pid = row.get("id")
             stats.read += 1
-            yield Passage(id=str(row.get("id", n)), title=str(row.get("title") or ""), text=text.strip())
+            yield Passage(id=str(n if pid is None or pid == "" else pid), title=str(row.get("title") or ""),
+                          text=text.strip())
 
 
 def _read_tsv(p: Path, stats: CorpusStats) -> Iterator[Passage]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     with open(p, encoding="utf-8", errors="replace", newline="") as f:
-        for n, row in enumerate(csv.reader(f, delimiter="\t"), 1):
-            if n == 1 and row and row[0].strip().lower() == "id":
+        reader = csv.reader(f, delimiter="\t")
+        first = True
+        for row in reader:
+            n = reader.line_num
+            if first:
+                first = False
+                if row and row[0].strip().lower() == "id":
+                    continue  # header
+            if not row or not any(c.strip() for c in row):
                 continue
             if len(row) < 2 or not row[1].strip():
                 stats.skip(f"{p}:{n}", "expected id<TAB>text<TAB>title")
                 continue
             stats.read += 1
-            yield Passage(id=row[0], title=row[2] if len(row) > 2 else "", text=row[1].strip())
+            yield Passage(id=row[0].strip() or str(n), title=row[2].strip() if len(row) > 2 else "",
+                          text=row[1].strip())
 
 
 def write_corpus(passages: Iterable[Passage], path: str | Path) -> int:
-    """Write passages as JSON lines; returns how many."""
+    """Write passages as JSON lines ``{"id", "title", "text"}``; returns how many."""
     n = 0
     with open(path, "w", encoding="utf-8") as f:
         for p in passages:
@@ -93,28 +120,43 @@ def write_corpus(passages: Iterable[Passage], path: str | Path) -> int:
 
 
 def dedupe(passages: Iterable[Passage]) -> list[Passage]:
-    """Drop repeated (title, text) pairs, keeping the first; make ids unique (``id~2`` ...)."""
+    """Drop repeated (title, text) pairs (whitespace-normalised), keeping the first occurrence.
+
+    Ids stay unique: a kept passage whose id was already used gets ``id~2``, ``id~3`` ... (the
+    first unused). Other fields (``is_supporting``, ``score``) are kept as they were.
+    """
     seen: set[tuple[str, str]] = set()
-    ids: dict[str, int] = {}
+    used: set[str] = set()
     out: list[Passage] = []
     for p in passages:
         key = (" ".join(p.title.split()), " ".join(p.text.split()))
         if key in seen:
             continue
         seen.add(key)
-        pid = p.id
-        if pid in ids:
-            ids[pid] += 1
-            pid = f"{p.id}~{ids[p.id]}"
-        ids.setdefault(pid, 1)
-        out.append(Passage(id=pid, title=p.title, text=p.text))
+        pid, n = p.id, 1
+        while pid in used:
+            n += 1
+            pid = f"{p.id}~{n}"
+        used.add(pid)
+        out.append(p if pid == p.id else dataclasses.replace(p, id=pid))
     return out
 
 
 def corpus_fingerprint(path: str | Path) -> str:
-    """sha256 of the file's full content (streamed): tells whether an index is stale."""
+    """sha256 of the file's full content (streamed in 1 MiB chunks): tells whether an index is stale.
+
+    The whole content is hashed (not size/mtime) so that a copied or touched but unchanged file
+    does not force a rebuild and an edited one always does; ~1-2 s per GB. ``file_stat`` is
+    the cheap check callers use to skip hashing when the file is untouched.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+def file_stat(path: str | Path) -> list[int]:
+    """``[size, mtime_ns]`` of a file: equal stats mean the fingerprint need not be recomputed."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]

@@ -20,6 +20,10 @@ from hopqa.retrieval.bm25 import BM25Retriever, load_or_build
 from hopqa.types import Passage
 
 
+#: Bump when the loaders change the paragraphs they produce, so built demo corpora are rebuilt.
+DEMO_FORMAT = 2
+
+
 def demo_paragraphs(data_dir: Path) -> list[Passage]:
     """All paragraphs of the demo files, deduplicated by title + text."""
     passages: list[Passage] = []
@@ -40,7 +44,7 @@ def build_demo_corpus(home: Path, data_dir: str | Path | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     corpus = out_dir / "corpus.jsonl"
     stamp = out_dir / "source.json"
-    source = {"data_dir": str(Path(data).resolve()), "files": _files_signature(Path(data))}
+    source = {"format": DEMO_FORMAT, "data_dir": str(Path(data).resolve()), "files": _files_signature(Path(data))}
     if corpus.exists() and stamp.exists() and json.loads(stamp.read_text()) == source:
         return corpus
     print(f"hopqa: building the demo corpus from {data} (first use) ...", file=sys.stderr)

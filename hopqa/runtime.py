@@ -16,7 +16,7 @@ from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LogLikelihood
+from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LLMWrapper, LogLikelihood
 from hopqa.retrieval.base import Retriever, RetrieverBase
 from hopqa.trace import current_step
 from hopqa.types import Passage, Usage
@@ -53,23 +53,13 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_TRACE_CHARS else text[:MAX_TRACE_CHARS] + f"... [{len(text)} chars]"
 
 
-class TracedLLM(LLMBase):
+class TracedLLM(LLMWrapper):
     """Records every call (prompt, outputs, tokens, cached, seconds) and counts its usage:
     in the current question's ``Usage`` and in ``total`` (every call through this object)."""
 
     def __init__(self, inner: LLMBase) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.total = Usage()
-        self.name = inner.name
-        self.capabilities = inner.capabilities
-        self.max_concurrency = inner.max_concurrency
-        super().__init__()
-
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity()
-
-    def capability_hint(self, capability: str) -> str:
-        return self.inner.capability_hint(capability)
 
     def complete(self, request: GenerationRequest) -> Generation:
         t0 = time.perf_counter()
@@ -134,10 +124,6 @@ class TracedLLM(LLMBase):
         for u in (_usage.get(), self.total):
             if u is not None:
                 u.record_llm(*(usage if usage is not None else (0, 0, False)))
-
-    def close(self) -> None:
-        self.inner.close()
-
 
 class TracedRetriever(RetrieverBase):
     """Records every search (query, k, passage ids, seconds) and counts retrieval calls."""

@@ -144,10 +144,24 @@ def test_ircot_interleaves_and_stops_on_answer():
 
 
 def test_ircot_paragraph_cap_and_step_limit():
+    calls = []
+
+    def reply(request):
+        if request.text().startswith("Answer the question using the passages"):
+            return "x"
+        calls.append(1)
+        return f"Step number {len(calls)} mentions Paris and Mountrail County."
+
+    ans = build_method("ircot", ScriptedLLM(replies=reply), POOL, k=3, max_paragraphs=2, max_steps=3).answer(Q)
+    assert len(ans.passages) == 2 and len(ans.trace.root.find("reason")) == 3
+
+
+def test_ircot_stops_when_a_step_repeats():
     llm = by_prompt([(lambda t: t.startswith("Answer the question using the passages"), "x"),
                      (lambda t: True, "Paris is large.")])
-    ans = build_method("ircot", llm, POOL, k=3, max_paragraphs=2, max_steps=3).answer(Q)
-    assert len(ans.passages) == 2 and len(ans.trace.root.find("reason")) == 3
+    ans = build_method("ircot", llm, POOL, k=1, max_steps=5).answer(Q)
+    reasons = ans.trace.root.find("reason")
+    assert len(reasons) == 2 and "repeats" in reasons[-1].events[0]["message"]
 
 
 # -- ITER-RETGEN ------------------------------------------------------------------------------------

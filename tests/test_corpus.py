@@ -1,39 +1,88 @@
-"""Corpus files: jsonl and tsv, bad lines, dedupe, fingerprints; the demo corpus."""
+"""Corpus files: jsonl and tsv, malformed lines, dedupe, fingerprints."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
-from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, read_corpus, write_corpus
+from hopqa.corpus import (
+    CorpusStats,
+    corpus_fingerprint,
+    dedupe,
+    file_stat,
+    read_corpus,
+    write_corpus,
+)
 from hopqa.types import Passage
 
 
 def test_jsonl_with_aliases_and_bad_lines(tmp_path):
     p = tmp_path / "c.jsonl"
-    p.write_text('{"id": 1, "title": "T", "text": "x"}\n\n{"contents": "y"}\n[1, 2]\n{broken\n{"id": "e", "text": "  "}\n')
+    p.write_text(
+        '{"id": 1, "title": "T", "text": "x"}\n'  # 1
+        "\n"  # 2: blank, ignored silently
+        '{"contents": "y"}\n'  # 3: no id -> line number
+        "[1, 2]\n"  # 4: not an object
+        "{broken\n"  # 5: bad JSON
+        '{"id": "e", "text": "  "}\n'  # 6: empty text
+        '{"id": "f", "title": "B", "body": "z"}\n'  # 7
+        '{"id": "g", "title": "no text"}\n'  # 8: no text
+    )
     stats = CorpusStats()
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning) as record:
         got = list(read_corpus(p, stats))
-    assert [(g.id, g.title, g.text) for g in got] == [("1", "T", "x"), ("3", "", "y")]
-    assert stats.read == 2 and stats.skipped == 3 and "c.jsonl:5" in stats.problems[1]
+    assert [(g.id, g.title, g.text) for g in got] == [("1", "T", "x"), ("3", "", "y"), ("f", "B", "z")]
+    assert stats.read == 3 and stats.skipped == 4
+    messages = [str(w.message) for w in record]
+    for line in (4, 5, 6, 8):
+        assert any(f"c.jsonl:{line}:" in m for m in messages), line
+    assert "c.jsonl:5" in stats.problems[1] and "not JSON" in stats.problems[1]
 
 
-def test_tsv(tmp_path):
+def test_many_bad_lines_are_counted_but_warned_about_sparingly(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text("junk\n" * 50 + '{"text": "ok"}\n')
+    stats = CorpusStats()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert len(list(read_corpus(p, stats))) == 1
+    assert stats.skipped == 50 and len(record) == 21  # 20 individual warnings + "more malformed lines"
+
+
+def test_tsv_dpr_format(tmp_path):
     p = tmp_path / "c.tsv"
-    p.write_text("id\ttext\ttitle\n7\tsome text\tA title\nbad-line\n8\tmore\n")
-    with pytest.warns(UserWarning):
-        got = list(read_corpus(p))
-    assert [(g.id, g.title, g.text) for g in got] == [("7", "A title", "some text"), ("8", "", "more")]
+    p.write_text('id\ttext\ttitle\n7\tsome text\tA title\nbad-line\n8\tmore\n9\t"quoted\ttext"\tQ\n')
+    stats = CorpusStats()
+    with pytest.warns(UserWarning, match=r"c\.tsv:3"):
+        got = list(read_corpus(p, stats))
+    assert [(g.id, g.title, g.text) for g in got] == [
+        ("7", "A title", "some text"), ("8", "", "more"), ("9", "Q", "quoted\ttext")]
+    assert stats.skipped == 1
 
 
-def test_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError):
+def test_tsv_without_header(tmp_path):
+    p = tmp_path / "c.tsv"
+    p.write_text("1\tfirst passage\tOne\n2\tsecond passage\tTwo\n")
+    assert [g.id for g in read_corpus(p)] == ["1", "2"]
+
+
+def test_missing_file_is_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no corpus file"):
         list(read_corpus(tmp_path / "none.jsonl"))
 
 
-def test_dedupe_and_unique_ids():
-    out = dedupe([Passage("a", "T", "x  y"), Passage("b", "T", "x y"), Passage("a", "U", "z"), Passage("c", "T", "w")])
-    assert [p.id for p in out] == ["a", "a~2", "c"]
+def test_dedupe_keeps_first_and_makes_ids_unique():
+    out = dedupe([
+        Passage("a", "T", "x  y"),
+        Passage("b", "T", "x y"),  # same as the first after whitespace normalisation
+        Passage("a", "U", "z"),  # same id, other text: renamed
+        Passage("a~2", "V", "w"),  # would collide with the renamed one
+        Passage("c", "T", "w", is_supporting=True),
+    ])
+    assert [p.id for p in out] == ["a", "a~2", "a~2~2", "c"]
+    assert [p.text for p in out] == ["x  y", "z", "w", "w"]
+    assert out[-1].is_supporting is True
 
 
 def test_write_read_round_trip_and_fingerprint(tmp_path):
@@ -41,19 +90,7 @@ def test_write_read_round_trip_and_fingerprint(tmp_path):
     f = tmp_path / "c.jsonl"
     assert write_corpus(ps, f) == 2
     assert list(read_corpus(f)) == ps
-    fp = corpus_fingerprint(f)
+    fp, st = corpus_fingerprint(f), file_stat(f)
+    assert len(fp) == 64 and corpus_fingerprint(f) == fp
     f.write_text(f.read_text() + '{"id": "3", "text": "t"}\n')
-    assert corpus_fingerprint(f) != fp
-
-
-def test_demo_corpus_is_deduplicated_union(hopqa_home, demo_index, data_dir):
-    from hopqa.datasets import demo_corpus_files, load_dataset
-
-    corpus = list(read_corpus(hopqa_home / "demo" / "corpus.jsonl"))
-    keys = {(p.title, p.text) for p in corpus}
-    assert len(keys) == len(corpus) == demo_index.size
-    expected = {(p.title, p.text) for name, split in demo_corpus_files(data_dir)
-                for ex in load_dataset(name, split, data_dir=data_dir) for p in ex.paragraphs}
-    normalized = {(" ".join(t.split()), " ".join(x.split())) for t, x in expected}
-    assert keys <= expected  # nothing that is not a shipped paragraph
-    assert len(keys) == len(normalized)  # every distinct paragraph, once
+    assert corpus_fingerprint(f) != fp and file_stat(f) != st

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from hopqa.retrieval.bm25 import BM25Retriever, build_index, load_or_build
+from hopqa.retrieval.base import Retriever
+from hopqa.retrieval.bm25 import BM25Retriever, build_index, load_or_build, tokenize
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.types import Passage
+
+MUSIQUE = Path(os.environ.get("HOPQA_DATA_DIR", "/work/shared/data")) / "musique" / "dev_200.jsonl"
 
 DOCS = [
     Passage("p1", "Titanic (1997 film)", "Titanic is a 1997 film directed by James Cameron."),
@@ -17,12 +24,22 @@ DOCS = [
     Passage("p3", "Paris", "Paris is the capital and largest city of France."),
     Passage("p4", "Stanley, North Dakota", "Stanley is the county seat of Mountrail County, North Dakota."),
     Passage("p5", "Van Hook Township", "Van Hook Township is a township in Mountrail County, North Dakota."),
+    Passage("p6", "Mount Everest", "Mount Everest is Earth's highest mountain above sea level."),
 ]
 
 
+def write_jsonl(path: Path, passages: list[Passage]) -> None:
+    path.write_text("".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n" for p in passages))
+
+
 @pytest.fixture(scope="module")
-def bm25():
-    return BM25Retriever.build(DOCS)
+def bm25() -> BM25Retriever:
+    return BM25Retriever.build(DOCS, progress=False)
+
+
+def test_tokenize_stems_and_drops_stopwords():
+    assert tokenize("The Directors of the films are directing!") == ["director", "film", "direct"]
+    assert tokenize("the of and is") == [] and tokenize("") == []
 
 
 @pytest.mark.parametrize("query,first", [
@@ -31,33 +48,74 @@ def bm25():
     ("county seat of Mountrail County", "p4"),
     ("Van Hook Township", "p5"),
     ("Where was James Cameron born?", "p2"),
+    ("highest mountains", "p6"),  # stemming: mountains -> mountain
 ])
 def test_ranking(bm25, query, first):
     hits = bm25.search(query, 3)
     assert hits[0].id == first
-    assert all(h.score > 0 for h in hits)
+    assert all(isinstance(h.score, float) and h.score > 0 for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_is_a_retriever(bm25):
+    assert isinstance(bm25, Retriever) and bm25.name == "bm25" and bm25.size == len(DOCS)
+    assert isinstance(CandidatePool(DOCS), Retriever)
 
 
 def test_edge_queries(bm25):
     assert bm25.search("", 3) == []
+    assert bm25.search("   ", 3) == []
     assert bm25.search("the of and is", 3) == []  # stopwords only
-    assert bm25.search("zebra", 3) == []  # no term in the corpus: no zero-score junk
-    assert len(bm25.search("Mountrail County North Dakota", 50)) == 2  # k beyond the corpus
-    assert bm25.search("Paris", 0) == []
+    assert bm25.search("zebra quokka", 3) == []  # no word of the corpus: no zero-score junk
+    assert [h.id for h in bm25.search("zebra Paris", 3)] == ["p3"]  # unknown words are ignored
+    assert bm25.search("Paris", 0) == [] and bm25.search("Paris", -1) == []
+
+
+def test_k_larger_than_corpus(bm25):
+    assert {h.id for h in bm25.search("Mountrail County North Dakota", 50)} == {"p4", "p5"}
+    many = bm25.search("Titanic Cameron Paris Stanley Township Everest", 1000)
+    assert len(many) == len(DOCS)
+
+
+def test_build_rejects_empty_corpus():
+    with pytest.raises(ValueError):
+        BM25Retriever.build([], progress=False)
+    with pytest.raises(ValueError):
+        BM25Retriever.build([Passage("x", "", "the of a")], progress=False)
 
 
 def test_batch_equals_single(bm25):
-    queries = ["Titanic", "France", "", "Mountrail"]
-    assert bm25.batch_search(queries, 2) == [bm25.search(q, 2) for q in queries]
+    queries = ["Titanic", "France", "", "the of", "Mountrail", "Cameron born Kapuskasing"]
+    single = [bm25.search(q, 2) for q in queries]
+    assert bm25.batch_search(queries, 2) == single
+    assert bm25.batch_search(queries, 2, n_threads=2) == single
+    assert bm25.batch_search([], 2) == []
 
 
 def test_save_load_round_trip(bm25, tmp_path):
     bm25.save(tmp_path / "idx")
-    again = BM25Retriever.load(tmp_path / "idx")
-    for q in ["Titanic director", "France", "county seat"]:
-        assert again.search(q, 3) == bm25.search(q, 3)
-    assert again.size == 5
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    assert meta["num_docs"] == len(DOCS) and meta["k1"] == 1.5 and meta["b"] == 0.75
+    assert meta["stemmer"] == "english" and meta["format"] == 1
+    queries = ["Titanic director", "France", "county seat", "township", "nothing here"]
+    for mmap in (True, False):
+        again = BM25Retriever.load(tmp_path / "idx", mmap=mmap)
+        assert again.size == len(DOCS)
+        assert [again.search(q, 3) for q in queries] == [bm25.search(q, 3) for q in queries]
+        assert list(again.passages) == [Passage(p.id, p.title, p.text) for p in DOCS]
+    mapped = BM25Retriever.load(tmp_path / "idx", mmap=True)
+    assert type(mapped._model.scores["data"]).__name__ == "memmap"
+    assert mapped.passages[-1].id == "p6" and mapped.passages[1:3][0].id == "p2"
+    mapped.save(tmp_path / "idx")  # saving onto its own (mapped) files leaves them intact
+    assert BM25Retriever.load(tmp_path / "idx").search("France", 1)[0].id == "p3"
+
+
+def test_unicode_passages_survive_mmap(tmp_path):
+    docs = [Passage("u1", "Zürich", "Zürich is the largest city in Switzerland — on Lake Zürich."),
+            Passage("u2", "Kraków", "Kraków is a city in southern Poland.")]
+    BM25Retriever.build(docs, progress=False).save(tmp_path / "idx")
+    hit = BM25Retriever.load(tmp_path / "idx", mmap=True).search("Kraków Poland", 1)[0]
+    assert (hit.id, hit.title, hit.text) == ("u2", "Kraków", docs[1].text)
 
 
 def test_load_missing_index_is_clear(tmp_path):
@@ -67,64 +125,138 @@ def test_load_missing_index_is_clear(tmp_path):
 
 
 def test_threads_agree_with_sequential(bm25):
-    queries = ["Titanic", "France", "Mountrail", "Cameron born"] * 10
+    queries = ["Titanic", "France", "Mountrail", "Cameron born", "highest mountain", "the"] * 20
     expected = [bm25.search(q, 3) for q in queries]
-    got: dict[int, list] = {}
+    barrier = threading.Barrier(4)
 
-    def work(offset):
-        for i in range(offset, len(queries), 4):
-            got[i] = bm25.search(queries[i], 3)
+    def work(offset: int) -> list[tuple[int, list[Passage]]]:
+        barrier.wait()  # start together
+        return [(i, bm25.search(queries[i], 3)) for i in range(offset, len(queries), 4)]
 
-    threads = [threading.Thread(target=work, args=(o,)) for o in range(4)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(work, o) for o in range(4)]
+        got = dict(pair for f in futures for pair in f.result())  # re-raises any thread's error
     assert [got[i] for i in range(len(queries))] == expected
 
 
-def test_load_or_build_rebuilds_when_corpus_changes(tmp_path):
+def test_build_index_skips_bad_lines_and_dedupes(tmp_path):
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("\n".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) for p in DOCS[:2]))
-    first = load_or_build(corpus, tmp_path / "idx", progress=False)
-    assert first.size == 2
-    assert load_or_build(corpus, tmp_path / "idx", progress=False).size == 2
-    corpus.write_text(corpus.read_text() + "\n" + json.dumps({"id": "p3", "title": "Paris", "text": DOCS[2].text}))
-    assert load_or_build(corpus, tmp_path / "idx", progress=False).search("France", 1)[0].id == "p3"
-
-
-def test_build_index_skips_bad_lines(tmp_path):
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_text('{"id": "a", "text": "alpha beta"}\nnot json\n{"id": "b"}\n{"id": "c", "text": "gamma"}\n')
-    with pytest.warns(UserWarning, match=r"c.jsonl:2"):
+    corpus.write_text('{"id": "a", "text": "alpha beta"}\nnot json\n{"id": "b"}\n{"id": "c", "text": "gamma"}\n'
+                      '{"id": "d", "text": "alpha  beta"}\n')
+    with pytest.warns(UserWarning) as record:
         r = build_index(corpus, tmp_path / "idx", progress=False)
-    assert r.size == 2 and r.meta["skipped_lines"] == 2
+    assert {str(w.message).split(": ")[0].rsplit("/", 1)[-1] for w in record} == {"c.jsonl:2", "c.jsonl:3"}
+    assert r.size == 2 and r.meta["skipped_lines"] == 2 and r.meta["duplicates_removed"] == 1
+    assert BM25Retriever.load(tmp_path / "idx").search("gamma", 5)[0].id == "c"
+
+
+def test_build_index_from_tsv(tmp_path):
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("id\ttext\ttitle\n" + "".join(f"{p.id}\t{p.text}\t{p.title}\n" for p in DOCS))
+    r = build_index(corpus, tmp_path / "idx", progress=False)
+    assert r.search("capital of France", 1)[0].id == "p3"
+
+
+def test_load_or_build_rebuilds_when_corpus_changes(tmp_path):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_jsonl(corpus, DOCS[:2])
+    assert load_or_build(corpus, idx, progress=False).size == 2
+    built_at = (idx / "meta.json").stat().st_mtime_ns
+    assert load_or_build(corpus, idx, progress=False).size == 2
+    assert (idx / "meta.json").stat().st_mtime_ns == built_at  # loaded, not rebuilt
+    time.sleep(0.01)
+    write_jsonl(corpus, DOCS[:3])
+    again = load_or_build(corpus, idx, progress=False)
+    assert again.size == 3 and again.search("France", 1)[0].id == "p3"
+    assert load_or_build(corpus, idx, progress=False, k1=1.2).meta["k1"] == 1.2  # other parameters: rebuilt
+
+
+def test_load_or_build_touched_but_same_content_is_not_rebuilt(tmp_path):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_jsonl(corpus, DOCS)
+    load_or_build(corpus, idx, progress=False)
+    offsets_written = (idx / "passages.jsonl").stat().st_mtime_ns
+    os.utime(corpus, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert load_or_build(corpus, idx, progress=False).size == len(DOCS)
+    assert (idx / "passages.jsonl").stat().st_mtime_ns == offsets_written
 
 
 def test_pool_ranks_within_itself_and_returns_k():
     pool = CandidatePool([Passage(p.id, p.title, p.text, is_supporting=p.id == "p4") for p in DOCS[:4]])
+    assert pool.name == "pool" and len(pool.passages) == 4
     hits = pool.search("county seat Mountrail", 10)
-    assert [h.id for h in hits][0] == "p4" and hits[0].is_supporting is True
-    assert len(hits) == 4 and hits[-1].score == 0.0
+    assert hits[0].id == "p4" and hits[0].is_supporting is True and hits[0].score > 0
+    assert len(hits) == 4 and [h.id for h in hits[1:]] == ["p1", "p2", "p3"]  # unscored: pool order
+    assert all(h.score == 0.0 and h.is_supporting is False for h in hits[1:])
     assert len(pool.search("county seat", 2)) == 2
-    assert len(pool.search("", 3)) == 3  # nothing matches: original order
+    assert [h.id for h in pool.search("", 3)] == ["p1", "p2", "p3"]  # nothing to rank: pool order
+    assert [h.id for h in pool.search("the of and", 10)] == ["p1", "p2", "p3", "p4"]
+    assert pool.search("Paris", 0) == []
+    assert pool.batch_search(["France", "Titanic"], 1) == [pool.search("France", 1), pool.search("Titanic", 1)]
+    assert pool.passages[3].score is None  # the pool itself is never modified
+
+
+def test_pool_small_and_degenerate():
     assert CandidatePool([]).search("x", 3) == []
+    two = CandidatePool(DOCS[2:4])
+    assert [h.id for h in two.search("Dakota", 5)] == ["p4", "p3"]
+    one = CandidatePool([DOCS[0]])
+    assert [h.id for h in one.search("Titanic", 5)] == ["p1"] and one.search("Titanic", 5)[0].score > 0
+    same_ids = CandidatePool([Passage("x", "A", "apples"), Passage("x", "B", "bananas")])
+    assert [h.title for h in same_ids.search("bananas", 2)] == ["B", "A"]
+    stop = CandidatePool([Passage("s1", "", "the of"), Passage("s2", "", "and it")])  # nothing indexable
+    assert [h.id for h in stop.search("anything", 5)] == ["s1", "s2"]
 
 
-def test_real_musique_question_finds_support(data_dir):
-    rec = json.loads((data_dir / "musique" / "dev_200.jsonl").read_text().splitlines()[0])
-    paras = rec["paragraphs"] if isinstance(rec["paragraphs"], list) else json.loads(rec["paragraphs"])
-    docs = [Passage(f"{i}", p["title"], p["paragraph_text"], is_supporting=p["is_supporting"]) for i, p in enumerate(paras)]
-    hits = BM25Retriever.build(docs).search(rec["question"], 10)
-    gold = {d.id for d in docs if d.is_supporting}
-    assert gold & {h.id for h in hits}
+@pytest.mark.skipif(not MUSIQUE.is_file(), reason=f"no {MUSIQUE}")
+def test_real_musique_paragraphs_find_support():
+    records = [json.loads(line) for line in MUSIQUE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    docs: list[Passage] = []
+    gold_first: set[str] = set()
+    for qi, rec in enumerate(records):
+        for pi, p in enumerate(rec["paragraphs"]):
+            pid = f"{qi}-{pi}"
+            docs.append(Passage(pid, p["title"], p["paragraph_text"]))
+            if qi == 0 and p["is_supporting"]:
+                gold_first.add(pid)
+    t0 = time.perf_counter()
+    index = BM25Retriever.build(docs, progress=False)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    hits = index.search(records[0]["question"], 10)
+    query_ms = (time.perf_counter() - t0) * 1000
+    print(f"\nmusique dev_200: {len(docs)} paragraphs, build {build_s:.2f} s, first query {query_ms:.1f} ms")
+    assert gold_first & {h.id for h in hits}
+    assert len(hits) == 10
+    # and in the distractor setting, its own pool
+    first = records[0]["paragraphs"]
+    pool = CandidatePool([Passage(str(i), p["title"], p["paragraph_text"], is_supporting=p["is_supporting"])
+                          for i, p in enumerate(first)])
+    assert any(h.is_supporting for h in pool.search(records[0]["question"], 3))
 
 
-def test_demo_index_finds_supporting_paragraph(demo_index, data_dir):
-    from hopqa.datasets import load_dataset
+@pytest.mark.slow
+def test_numba_backend_matches_numpy(tmp_path):
+    """The backend ``auto`` picks for large corpora (~25 s: numba JIT-compiles its serial, parallel
+    and read-only-memmap kernels)."""
+    pytest.importorskip("numba")
+    queries = ["Titanic", "France", "Mountrail", "Cameron born", "highest mountain", "the", "zebra"] * 4
+    numpy_hits = [BM25Retriever.build(DOCS, progress=False, backend="numpy").search(q, 3) for q in queries]
+    fast = BM25Retriever.build(DOCS, progress=False, backend="numba")
+    assert fast.backend == "numba"
+    assert [fast.search(q, 3) for q in queries] == numpy_hits
+    assert fast.batch_search(queries, 3, n_threads=2) == numpy_hits
+    fast.save(tmp_path / "idx")
+    loaded = BM25Retriever.load(tmp_path / "idx", backend="numba")
+    got: dict[int, list] = {}
 
-    assert demo_index.size > 10000
-    found = 0
-    examples = load_dataset("musique", "dev", data_dir=data_dir, limit=20)
-    for ex in examples:
-        gold = {(p.title, p.text) for p in ex.supporting}
-        found += bool(gold & {(h.title, h.text) for h in demo_index.search(ex.question, 10)})
-    assert found >= 10  # recall@10 of at least one supporting paragraph in the pooled corpus
+    def work(offset: int) -> None:
+        for i in range(offset, len(queries), 4):
+            got[i] = loaded.search(queries[i], 3) if i % 2 else loaded.batch_search([queries[i]], 3, n_threads=2)[0]
+
+    threads = [threading.Thread(target=work, args=(o,)) for o in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [got[i] for i in range(len(queries))] == numpy_hits

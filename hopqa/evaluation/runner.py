@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass

@@ -13,6 +13,7 @@ With ``cache=True`` (the default) the backend is wrapped in ``CachedLLM`` over
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hopqa.llm.base import (
     GENERATE,
@@ -28,6 +29,9 @@ from hopqa.llm.base import (
     UnsupportedCapability,
 )
 from hopqa.llm.cache import CachedLLM, ResponseCache
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hopqa.llm.llamacpp import EmbeddedConfig
 
 __all__ = [
     "GENERATE", "LOGLIKELIHOOD", "LOGPROBS", "NATIVE_N", "CachedLLM", "Completion", "Generation",
@@ -52,7 +56,7 @@ def load_llm(
     if not sep:
         kind, rest = "embedded", spec
     if kind == "embedded":
-        from hopqa.llm.llamacpp import EmbeddedConfig, LlamaCppLLM
+        from hopqa.llm.llamacpp import LlamaCppLLM
 
         model, cfg = parse_embedded(rest, **embedded_options)
         llm: LLMBase = LlamaCppLLM(model, home=home_dir, config=cfg)

@@ -253,6 +253,26 @@ class LLMBase:
         """Release resources (models, connections)."""
 
 
+class LLMWrapper(LLMBase):
+    """An LLM that adds behaviour around another one (cache, tracing) and declares what it does."""
+
+    def __init__(self, inner: LLMBase) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.capabilities = inner.capabilities
+        self.max_concurrency = inner.max_concurrency
+        super().__init__()
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    def capability_hint(self, capability: str) -> str:
+        return self.inner.capability_hint(capability)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generation:
     """One Generation holding the completions of several single-sample calls."""
     return Generation(

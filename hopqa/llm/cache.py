@@ -16,7 +16,7 @@ from typing import Any
 
 import diskcache
 
-from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LogLikelihood, request_key
+from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LLMWrapper, LogLikelihood, request_key
 
 
 class ResponseCache:
@@ -43,22 +43,12 @@ class ResponseCache:
         self._db.close()
 
 
-class CachedLLM(LLMBase):
+class CachedLLM(LLMWrapper):
     """Wraps a backend; answers repeated requests from the cache."""
 
     def __init__(self, inner: LLMBase, cache: ResponseCache) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
-        self.name = inner.name
-        self.capabilities = inner.capabilities
-        self.max_concurrency = inner.max_concurrency
-        super().__init__()
-
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity()
-
-    def capability_hint(self, capability: str) -> str:
-        return self.inner.capability_hint(capability)
 
     def complete(self, request: GenerationRequest) -> Generation:
         key = request_key(self.inner.identity(), "generate", request.key_dict())

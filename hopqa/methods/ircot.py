@@ -2,7 +2,8 @@
 
 1. Retrieve ``k`` paragraphs with the question.
 2. Reason: generate the next CoT sentence given the question, the paragraphs so far and the
-   CoT so far; stop when it says "answer is" or after ``max_steps``; otherwise retrieve ``k``
+   CoT so far; stop when it says "answer is", after ``max_steps``, or when the sentence repeats
+   an earlier one (greedy small models loop; recorded in the trace); otherwise retrieve ``k``
    paragraphs with that sentence as the query and add them to the collection (at most
    ``max_paragraphs``; each paragraph keeps its best score, highest first).
 3. Read: answer from all accumulated paragraphs (``reader="direct"``, the default here, or
@@ -72,6 +73,9 @@ class IRCoT(Method):
                 s.output(raw=out, sentence=sentence)
                 if not sentence:
                     s.note("empty reasoning step: stopping")
+                    break
+                if sentence in cot:
+                    s.note("the reasoning step repeats an earlier one: stopping")
                     break
                 cot.append(sentence)
                 if "answer is" in sentence.lower():

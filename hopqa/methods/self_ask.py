@@ -30,7 +30,7 @@ SELF_ASK_PROMPT = (
 FINAL_PROMPT = "{transcript_prompt}\nSo the final answer is:"
 
 _FOLLOW = re.compile(r"follow[ -]?up\s*:\s*(.+)", re.IGNORECASE)
-_FINAL = re.compile(r"so the final answer is\s*:?\s*(.*)", re.IGNORECASE)
+_FINAL = re.compile(r"(?:so )?the final answer is\s*:?\s*(.*)", re.IGNORECASE)
 
 
 def format_demo(demo: Demo) -> str:

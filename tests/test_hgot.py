@@ -1,0 +1,229 @@
+"""HGOT: the equations on hand-computed examples, dependency parsing, the recursion with a
+scripted LLM, and an end-to-end run on the real embedded model."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods import build_method
+from hopqa.methods.hgot import HGOT, HGOTConfig, build_graph, parse_dependencies, parse_steps
+from hopqa.methods.hgot_quality import (
+    Thought,
+    citation_quality,
+    normalize_scores,
+    passage_votes,
+    split_statements,
+    thought_quality,
+    update_sigma,
+    vote,
+)
+from hopqa.nli import ScriptedJudge
+from hopqa.retrieval.pool import CandidatePool
+from hopqa.types import Passage
+
+P = ["A is in B.", "B's seat is C.", "noise"]
+
+
+def nli(premise: str, hypothesis: str) -> bool:
+    return (hypothesis == "A is in B." and "A is in B" in premise) or (
+        hypothesis == "The seat of B is C." and "seat is C" in premise)
+
+
+def thoughts() -> list[Thought]:
+    raw = [("A is in B [1]. The seat of B is C [2].", "C"), ("A is in B [1][3].", "C"), ("The seat is D [3].", "D")]
+    out = []
+    for r, a in raw:
+        t = Thought(rationale=r, answer=a, statements=split_statements(r, 3))
+        t.rec, t.prec = citation_quality(t.statements, P, nli)
+        t.rho = thought_quality(t.rec, t.prec, 0.2, 0.4, 0.4)
+        out.append(t)
+    return out
+
+
+def test_statements_and_citations():
+    st = split_statements("Let's think step by step. A is in B [1]. The seat of B is C [2][9].", 3)
+    assert [(s.text, s.citations) for s in st] == [("A is in B.", [1]), ("The seat of B is C.", [2])]
+
+
+def test_citation_recall_precision_and_rho():
+    t1, t2, t3 = thoughts()
+    assert (t1.rec, t1.prec, t1.rho) == pytest.approx((1.0, 1.0, 1.0))
+    # [3] is irrelevant: alone it does not entail, and [1] still does
+    assert (t2.rec, t2.prec, t2.rho) == pytest.approx((1.0, 0.5, 0.8))
+    assert (t3.rec, t3.prec, t3.rho) == pytest.approx((0.0, 0.0, 0.2))
+
+
+def test_vote_and_confidence():
+    answer, ci, votes = vote(thoughts())
+    assert answer == "C" and ci == pytest.approx(1.8 / 2.0)
+    assert votes == pytest.approx({"C": 1.8, "D": 0.2})
+
+
+def test_passage_votes_and_sigma_update():
+    ts = thoughts()
+    nu_bar = passage_votes(ts, P, nli)
+    assert nu_bar == pytest.approx([1.0, 1.0 / 1.8, 1.0 / 1.8])
+    # markers only: P2 is cited once (by T1, rho 1.0), P3 by T2 and T3 (0.8 + 0.2)
+    assert passage_votes(ts, P, None) == pytest.approx([1.0, 1.0 / 1.8, 1.0 / 1.8])
+    sigma0 = normalize_scores([10.0, 5.0, 2.5])
+    assert sigma0 == pytest.approx([1.0, 0.5, 0.25])
+    new = [update_sigma(s, n, 0.9, (0.2, 0.55, 0.25)) for s, n in zip(sigma0, nu_bar)]
+    assert new == pytest.approx([0.975, 0.1 + 0.55 / 1.8 + 0.225, 0.05 + 0.55 / 1.8 + 0.225])
+
+
+def test_alpha_one_is_plain_self_consistency():
+    ts = [Thought("r", a) for a in ["X", "Y", "x", "Z", "y", "X"]]
+    for t in ts:
+        t.rho = thought_quality(0.7, 0.3, 1.0, 0.0, 0.0)
+    answer, ci, votes = vote(ts)
+    assert answer == "X" and ci == pytest.approx(3 / 6) and votes["Y"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("text,edges,noted", [
+    ("Step 2 depends on Step 1.", [(1, 2)], False),
+    ("(Step 1 and Step 2) -> Step 3", [(1, 3), (2, 3)], False),
+    ("Step 1 -> (Step 2 and Step 3)", [(1, 2), (1, 3)], False),
+    ("Step 1 -> Step 2 -> Step 3", [(1, 2), (2, 3)], False),
+    ("Step 2 -> Step 1; Step 1 -> Step 2", [(1, 2)], True),  # a cycle: the backward edge is dropped
+    ("Step 2 -> Step 2", [], True),  # self-loop
+    ("Step 1 -> Step 7", [], True),  # missing step
+    ("Step 1 and Step 2 are unrelated", [], True),
+    ("asdf qwerty", [], False),
+    ("", [], False),
+])
+def test_parse_dependencies(text, edges, noted):
+    got, notes = parse_dependencies(text, 3)
+    assert got == edges and bool(notes) == noted
+
+
+def test_parse_steps_and_topological_levels():
+    import networkx as nx
+
+    steps = parse_steps("Step 1: Who is A? Step 2: Who is B?\nStep 3: When did A meet B?\nDependencies: Step 3 depends on "
+                        "Step 1 and Step 2.")
+    assert steps == ["Who is A?", "Who is B?", "When did A meet B?"]
+    g = build_graph(steps, parse_dependencies("(Step 1 and Step 2) -> Step 3", 3)[0])
+    assert [sorted(x) for x in nx.topological_generations(g)] == [[1, 2], [3]]
+    assert parse_steps("I cannot make a plan.") == []
+
+
+# -- the recursion with a scripted LLM --------------------------------------------------------------------
+POOL = CandidatePool([
+    Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County."),
+    Passage("b", "Stanley, North Dakota", "Stanley is the county seat of Mountrail County."),
+    Passage("c", "Paris", "Paris is the capital of France."),
+])
+Q = "What is the seat of the county where Van Hook Township is located?"
+
+
+def scripted_hgot(**cfg) -> tuple[HGOT, ScriptedLLM]:
+    def reply(request):
+        t = request.text()
+        tail = t[-400:]
+        if t.startswith("Sketch a plan"):
+            if tail.strip().endswith("located?\nPlan:") or "Question: " + Q in tail:
+                return ("Step 1: Which county is Van Hook Township in?\nStep 2: What is the seat of that county?\n"
+                        "Dependencies: Step 2 depends on Step 1.")
+            return "Step 1: " + tail.split("Question: ")[-1].split("\n")[0]  # restates the sub-query
+        if t.startswith("Highlight interdependencies"):
+            return "Step 2 depends on Step 1."
+        if t.startswith("Express the dependencies"):
+            return "Step 1 -> Step 2"
+        if t.startswith("Rewrite the last question"):
+            return "What is the seat of Mountrail County?"
+        if t.startswith("Answer questions with short factoid answers"):
+            if "Question: Which county" in tail:
+                return "Van Hook Township is in Mountrail County [1].\nAnswer: Mountrail County"
+            return "Stanley is the county seat of Mountrail County [1].\nAnswer: Stanley"
+        raise AssertionError(t[:80])
+
+    llm = ScriptedLLM(replies=reply)
+    config = HGOTConfig(samples=2, k=2, depth=2).update(**cfg)
+    judge = ScriptedJudge(lambda p, h: h.rstrip(".").split()[0] in p)
+    from hopqa.embed import LexicalEmbedder
+
+    return HGOT(llm, POOL, config, judge=judge, embedder=LexicalEmbedder()), llm
+
+
+def test_traverse_plans_rewrites_and_infers():
+    method, llm = scripted_hgot()
+    ans = method.answer(Q)
+    assert ans.error is None and ans.answer == "Stanley"
+    root = ans.trace.root.find("traverse")[0]
+    plan = root.find("plan")[0]
+    assert plan.outputs["edges"] == [[1, 2]] and plan.outputs["levels"] == [[1], [2]]
+    rewrites = root.find("rewrite")
+    assert rewrites[0].outputs["rewritten"] == "What is the seat of Mountrail County?"
+    sub = [t for t in root.find("traverse") if t is not root]
+    assert [t.inputs["query"] for t in sub] == ["Which county is Van Hook Township in?",
+                                                "What is the seat of Mountrail County?"]
+    # sub-queries stop: their single-step plan restates them (similarity above the threshold)
+    assert all(t.outputs["stopped"] for t in sub)
+    infer = root.find("infer")[-1]
+    assert infer.outputs["candidates"] >= 2 and infer.outputs["votes"] == {"Stanley": pytest.approx(2 * infer.outputs["samples"][0]["rho"])}
+    probe = root.find("probe")[0]
+    assert len(probe.outputs["sigma_before"]) == len(probe.outputs["sigma_after"]) == 2
+
+
+def test_depth_zero_is_probe_only():
+    method, llm = scripted_hgot(depth=0)
+    ans = method.answer(Q)
+    assert ans.answer == "Stanley" and not ans.trace.root.find("infer") and not ans.trace.root.find("rewrite")
+
+
+def test_ablation_switches():
+    method, llm = scripted_hgot(self_reflect=False, formalize=False, rewrite=False, citation_quality=False,
+                                passage_scoring=False, entailment_delta=False)
+    ans = method.answer(Q)
+    assert ans.answer == "Stanley"
+    prompts = [r.text() for r in llm.requests]
+    assert not any(p.startswith(("Highlight interdependencies", "Express the dependencies", "Rewrite the last"))
+                   for p in prompts)
+    probe = ans.trace.root.find("probe")[0]
+    assert all(s["rho"] == pytest.approx(0.2) for s in probe.outputs["samples"])
+    assert probe.outputs["sigma_before"] == probe.outputs["sigma_after"]
+    assert method.judge.calls == []
+
+
+def test_malformed_plan_degrades_to_independent_steps():
+    method, llm = scripted_hgot()
+    g = None
+
+    def plan_reply(request):
+        t = request.text()
+        if t.startswith("Sketch a plan"):
+            return "Step 1: Who is A? Step 2: Who is B?\nDependencies: blah"
+        if t.startswith(("Highlight", "Express")):
+            return "Step 2 -> Step 1 ??"
+        return "x [1].\nAnswer: y"
+
+    method.llm.inner._replies = plan_reply
+    from hopqa.trace import Trace
+
+    t = Trace(question="q")
+    with t.activate():
+        g = method.plan("q", [])
+    assert g.number_of_nodes() == 2 and g.number_of_edges() == 0
+    assert any("independent" in e["message"] for e in t.root.find("plan")[0].events)
+
+
+def test_hgot_with_empty_pool_does_not_crash():
+    method, _ = scripted_hgot(depth=0)
+    ans = method.answer(Q, retriever=CandidatePool([]))
+    assert ans.error is None
+
+
+# -- the real thing -----------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_hgot_end_to_end_depth_2_on_musique(smollm2, data_dir):
+    from hopqa.datasets import load_dataset
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    # depth 2, two samples; delta by citation markers only keeps the NLI calls (and CI time) bounded
+    method = build_method("hgot", smollm2, depth=2, samples=2, k=3, max_tokens=64, entailment_delta=False)
+    ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    assert ans.error is None, ans.error
+    assert ans.trace.root.find("probe") and ans.trace.root.find("plan") and ans.trace.root.find("stop")
+    assert ans.usage.llm_calls >= 3 and ans.usage.retrieval_calls >= 1
+    assert {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}
