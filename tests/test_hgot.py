@@ -221,9 +221,11 @@ def test_hgot_end_to_end_depth_2_on_musique(smollm2, data_dir):
 
     ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
     # depth 2, two samples; delta by citation markers only keeps the NLI calls (and CI time) bounded
-    method = build_method("hgot", smollm2, depth=2, samples=2, k=3, max_tokens=64, entailment_delta=False)
+    method = build_method("hgot", smollm2, depth=2, samples=2, k=3, max_tokens=64, max_steps=2,
+                          entailment_delta=False)
     ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
     assert ans.error is None, ans.error
     assert ans.trace.root.find("probe") and ans.trace.root.find("plan") and ans.trace.root.find("stop")
+    assert max(t.inputs["depth"] for t in ans.trace.root.find("traverse")) <= 2
     assert ans.usage.llm_calls >= 3 and ans.usage.retrieval_calls >= 1
     assert {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}

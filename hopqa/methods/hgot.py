@@ -14,8 +14,10 @@
   and updates every passage's σ (Eqs. 4-8).
 - ``plan`` runs Plan (C.1), self-reflect (C.2) and formalize (C.3), and parses the formal
   dependencies into a DAG whose edges only go from lower to higher step numbers (acyclic by
-  construction); unparseable dependency text degrades to independent steps, noted in the trace.
-- ``stop``: depth reached, an empty plan, or a single step whose sentence embedding
+  construction); unparseable dependency text degrades to independent steps, noted in the trace;
+  repeated identical steps (small models repeat themselves) are dropped, also noted.
+- ``stop``: depth reached (checked before planning, since a plan cannot change that
+  outcome: it saves the three plan calls of every leaf), an empty plan, or a single step whose sentence embedding
   (all-MiniLM-L6-v2) has cosine similarity above ``stop_similarity`` with the query.
 - ``search`` walks the DAG level by level (``nx.topological_generations``): steps of one level
   do not depend on each other and run concurrently; each is rewritten (C.4) with the answers
@@ -211,6 +213,10 @@ class HGOT(Method):
     def traverse(self, q: str, d: int, retriever: TracedRetriever) -> Node:
         with step("traverse", query=q, depth=d) as s:
             probed = self.probe(q, retriever)
+            if d >= self.config.depth:  # STOP by depth does not look at the plan: skip planning
+                self.stop(q, nx.DiGraph(), d)
+                s.output(answer=probed.answer, ci=probed.ci, stopped=True)
+                return probed
             graph = self.plan(q, probed.context)
             if self.stop(q, graph, d):
                 s.output(answer=probed.answer, ci=probed.ci, stopped=True)
@@ -317,6 +323,10 @@ class HGOT(Method):
                                                        context=ctx or "(none)", question=q),
                                     max_tokens=200, stop=["\n\n---", "\nContext:", "\nQuestion:"]).text
             steps = parse_steps(out, cfg.max_steps)
+            unique = list(dict.fromkeys(x.strip() for x in steps))
+            if len(unique) < len(steps):
+                s.note(f"{len(steps) - len(unique)} repeated step(s) dropped")
+                steps = unique
             m = re.search(r"dependencies\s*:\s*(.*)", out, re.IGNORECASE | re.DOTALL)
             described = m.group(1).strip() if m else ""
             if cfg.self_reflect and len(steps) > 1:
