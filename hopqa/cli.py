@@ -132,10 +132,15 @@ def _print_answer(answer: Any, show_trace: bool = False) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from hopqa.config import default_home, default_llm
     from hopqa.datasets import load_dataset
-    from hopqa.evaluation.report import markdown_table, collect_rows
+    from hopqa.evaluation.report import collect_rows, markdown_table
     from hopqa.evaluation.runner import SETTINGS, RunConfigMismatch, evaluate
     from hopqa.llm import load_llm
-    from hopqa.methods.base import MethodError, build_method, get_method_class, normalize_name
+    from hopqa.methods.base import (
+        MethodError,
+        build_method,
+        get_method_class,
+        normalize_name,
+    )
 
     if args.setting not in SETTINGS:
         raise UsageError(f"--setting must be one of {', '.join(SETTINGS)}")

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from hopqa.types import Passage
 
@@ -35,14 +36,19 @@ class CorpusStats:
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
 
+    #: Warning class, how many skips are warned about, and the stack level the warning names.
+    category: ClassVar[type[Warning]] = UserWarning
+    max_warnings: ClassVar[int | None] = MAX_WARNINGS
+    stacklevel: ClassVar[int] = 4
+
     def skip(self, where: str, why: str) -> None:
-        """Count one skipped line; warn about it while fewer than ``MAX_WARNINGS`` were."""
+        """Count one skipped line; warn about it while fewer than ``max_warnings`` were."""
         self.skipped += 1
         message = f"{where}: skipped ({why})"
         if len(self.problems) < 100:
             self.problems.append(message)
-        if self.skipped <= MAX_WARNINGS:
-            warnings.warn(message, UserWarning, stacklevel=4)
+        if self.max_warnings is None or self.skipped <= self.max_warnings:
+            warnings.warn(message, self.category, stacklevel=self.stacklevel)
         elif self.skipped == MAX_WARNINGS + 1:
             warnings.warn(f"{where}: more malformed lines; counting them without further warnings",
                           UserWarning, stacklevel=4)

@@ -67,10 +67,11 @@ import urllib.request
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from hopqa.corpus import CorpusStats
 from hopqa.types import Example, Passage
 
 __all__ = [
@@ -133,20 +134,13 @@ def default_data_dir(explicit: str | Path | None = None) -> Path | None:
 
 # -- load statistics ------------------------------------------------------------------------------
 @dataclass
-class LoadStats:
-    """What one load read and skipped (pass one to ``load_dataset`` to see the counts)."""
+class LoadStats(CorpusStats):
+    """What one load read and skipped (pass one to ``load_dataset`` to see the counts);
+    every skip is warned about as a ``DataWarning``."""
 
-    read: int = 0
-    skipped: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    def skip(self, where: str, why: str) -> None:
-        """Count a skipped line or record and warn about it."""
-        self.skipped += 1
-        message = f"{where}: skipped ({why})"
-        if len(self.problems) < 100:
-            self.problems.append(message)
-        warnings.warn(message, DataWarning, stacklevel=3)
+    category: ClassVar[type[Warning]] = DataWarning
+    max_warnings: ClassVar[int | None] = None
+    stacklevel: ClassVar[int] = 3
 
 
 # -- field helpers --------------------------------------------------------------------------------

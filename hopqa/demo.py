@@ -15,10 +15,15 @@ import sys
 from pathlib import Path
 
 from hopqa.corpus import dedupe, write_corpus
-from hopqa.datasets import DatasetError, default_data_dir, demo_corpus_files, iter_paragraphs, load_dataset
+from hopqa.datasets import (
+    DatasetError,
+    default_data_dir,
+    demo_corpus_files,
+    iter_paragraphs,
+    load_dataset,
+)
 from hopqa.retrieval.bm25 import BM25Retriever, load_or_build
 from hopqa.types import Passage
-
 
 #: Bump when the loaders change the paragraphs they produce, so built demo corpora are rebuilt.
 DEMO_FORMAT = 2

@@ -16,7 +16,13 @@ from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LLMWrapper, LogLikelihood
+from hopqa.llm.base import (
+    Generation,
+    GenerationRequest,
+    LLMBase,
+    LLMWrapper,
+    LogLikelihood,
+)
 from hopqa.retrieval.base import Retriever, RetrieverBase
 from hopqa.trace import current_step
 from hopqa.types import Passage, Usage

@@ -16,7 +16,14 @@ from typing import Any
 
 import diskcache
 
-from hopqa.llm.base import Generation, GenerationRequest, LLMBase, LLMWrapper, LogLikelihood, request_key
+from hopqa.llm.base import (
+    Generation,
+    GenerationRequest,
+    LLMBase,
+    LLMWrapper,
+    LogLikelihood,
+    request_key,
+)
 
 
 class ResponseCache:

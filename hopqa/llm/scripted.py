@@ -11,7 +11,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hopqa.llm.base import GENERATE, LOGLIKELIHOOD, Completion, Generation, GenerationRequest, LLMBase, LogLikelihood
+from hopqa.llm.base import (
+    GENERATE,
+    LOGLIKELIHOOD,
+    Completion,
+    Generation,
+    GenerationRequest,
+    LLMBase,
+    LogLikelihood,
+)
 
 
 class ScriptedLLM(LLMBase):

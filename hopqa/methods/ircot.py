@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hopqa.methods.base import Method, MethodConfig, Result, register
-from hopqa.methods.demos import load_demos
 from hopqa.methods.demos import chain_of_thought as demo_cot
+from hopqa.methods.demos import load_demos
 from hopqa.methods.parsing import extract_answer, first_sentence, render_passages
 from hopqa.methods.retrieve_read import READ_PROMPT
 from hopqa.runtime import TracedRetriever
