@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hopqa.types import Passage
 
@@ -71,27 +71,32 @@ def read_corpus(path: str | Path, stats: CorpusStats | None = None) -> Iterator[
     return reader(p, stats)
 
 
-def _read_jsonl(p: Path, stats: CorpusStats) -> Iterator[Passage]:
-    with open(p, encoding="utf-8", errors="replace") as f:
+def iter_json_lines(path: Path, stats: CorpusStats) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-blank line of a JSON-lines file; a malformed line is
+    skipped and counted in ``stats`` (shared by corpus and dataset loading)."""
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield n, json.loads(line)
             except json.JSONDecodeError as exc:
-                stats.skip(f"{p}:{n}", f"not JSON: {exc.msg}")
-                continue
-            if not isinstance(row, dict):
-                stats.skip(f"{p}:{n}", "not a JSON object")
-                continue
-            text = next((row[k] for k in TEXT_KEYS if row.get(k) is not None), None)
-            if not isinstance(text, str) or not text.strip():
-                stats.skip(f"{p}:{n}", "no text")
-                continue
-            pid = row.get("id")
-            stats.read += 1
-            yield Passage(id=str(n if pid is None or pid == "" else pid), title=str(row.get("title") or ""),
-                          text=text.strip())
+                stats.skip(f"{path}:{n}", f"malformed JSON line (not JSON: {exc.msg})")
+
+
+def _read_jsonl(p: Path, stats: CorpusStats) -> Iterator[Passage]:
+    for n, row in iter_json_lines(p, stats):
+        if not isinstance(row, dict):
+            stats.skip(f"{p}:{n}", "not a JSON object")
+            continue
+        text = next((row[k] for k in TEXT_KEYS if row.get(k) is not None), None)
+        if not isinstance(text, str) or not text.strip():
+            stats.skip(f"{p}:{n}", "no text")
+            continue
+        pid = row.get("id")
+        stats.read += 1
+        yield Passage(id=str(n if pid is None or pid == "" else pid), title=str(row.get("title") or ""),
+                      text=text.strip())
 
 
 def _read_tsv(p: Path, stats: CorpusStats) -> Iterator[Passage]:

@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hopqa.corpus import CorpusStats
+from hopqa.corpus import CorpusStats, iter_json_lines
 from hopqa.types import Example, Passage
 
 __all__ = [
@@ -266,20 +266,12 @@ def _iter_json_records(path: Path, stats: LoadStats) -> Iterator[tuple[str, Any]
 
 
 def _iter_json_lines(path: Path, stats: LoadStats) -> Iterator[tuple[str, Any]]:
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                stats.skip(f"{path}:{n}", f"malformed JSON line: {exc.msg}")
-                continue
-            if isinstance(rec, list):  # a whole JSON list on one line
-                for i, item in enumerate(rec):
-                    yield f"{path}:{n} item {i}", item
-            else:
-                yield f"{path}:{n}", rec
+    for n, rec in iter_json_lines(path, stats):
+        if isinstance(rec, list):  # a whole JSON list on one line
+            for i, item in enumerate(rec):
+                yield f"{path}:{n} item {i}", item
+        else:
+            yield f"{path}:{n}", rec
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
