@@ -229,3 +229,15 @@ def test_hgot_end_to_end_depth_2_on_musique(smollm2, data_dir):
     assert max(t.inputs["depth"] for t in ans.trace.root.find("traverse")) <= 2
     assert ans.usage.llm_calls >= 3 and ans.usage.retrieval_calls >= 1
     assert {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}
+
+
+def test_hgot_runs_in_the_evaluation_runner(tmp_path):
+    from hopqa.evaluation.runner import evaluate, read_results
+    from hopqa.types import Example
+
+    method, _ = scripted_hgot()
+    ex = Example(id="x1", question=Q, answers=["Stanley"], dataset="toy", split="dev", paragraphs=POOL.passages)
+    summary = evaluate(method, [ex], tmp_path / "run", progress=False)
+    rec = read_results(tmp_path / "run" / "results.jsonl")["x1"]
+    assert rec["status"] == "ok" and rec["metrics"]["em"] == 1.0 and summary.metrics["em"] == 1.0
+    assert rec["trace"]["children"][0]["kind"] == "traverse"
