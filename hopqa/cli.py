@@ -1,4 +1,4 @@
-"""The ``hopqa`` command: ask | eval | report | index | datasets | methods | setup.
+"""The ``hopqa`` command: ask | eval | report | index | datasets | methods | demos | setup.
 
 ``hopqa ask QUESTION`` answers with the default method (retrieve-then-read) on the default
 LLM (the embedded Qwen2.5-1.5B) over the demo corpus, printing the answer, the passages it
@@ -50,6 +50,23 @@ def _retriever(args: argparse.Namespace) -> Any:
             raise UsageError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
         return load_or_build(path, index_dir_for(path, home))
     return demo_retriever(home=home, data_dir=args.data_dir)
+
+
+def _scorer(args: argparse.Namespace, methods: list[str]) -> Any:
+    """The --scorer-llm model (GenSco's scorer), loaded only when a method takes a scorer."""
+    from hopqa.config import default_home
+    from hopqa.llm import load_llm
+    from hopqa.methods.base import takes_component
+
+    spec = getattr(args, "scorer_llm", None)
+    takers = [m for m in methods if takes_component(m, "scorer")]
+    if not spec:
+        return None
+    if not takers:
+        print("hopqa: note: no chosen method takes a scorer; --scorer-llm is ignored", file=sys.stderr)
+        return None
+    return load_llm(spec, home=default_home(args.home), cache=not args.no_cache,
+                    api_key=os.environ.get("OPENAI_API_KEY"))
 
 
 def _convert(value: str, annotation: Any) -> Any:
@@ -104,7 +121,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     retriever = _retriever(args) if cls.needs_retriever else None
     llm = _llm(args)
-    method = build_method(args.method, llm, retriever, **options)
+    scorer = _scorer(args, [args.method])
+    try:
+        method = build_method(args.method, llm, retriever, components={"scorer": scorer}, **options)
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
     answer = method.answer(question)
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
@@ -140,6 +161,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         build_method,
         get_method_class,
         normalize_name,
+        takes_component,
     )
 
     if args.setting not in SETTINGS:
@@ -157,13 +179,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
         retriever = _retriever(args)
     spec = default_llm(args.llm)
     llm = load_llm(spec, home=home, cache=not args.no_cache, api_key=os.environ.get("OPENAI_API_KEY"))
-    judge = load_llm(args.judge, home=home, api_key=os.environ.get("OPENAI_API_KEY")) if args.judge else None
+    judge_spec = args.judge or os.environ.get("HOPQA_JUDGE")
+    judge = load_llm(judge_spec, home=home, api_key=os.environ.get("OPENAI_API_KEY")) if judge_spec else None
+    if judge is None and "self-dc" in names:
+        print("hopqa: note: Self-DC is reported with the LLM-judge Acc in its paper; set --judge SPEC "
+              "(or $HOPQA_JUDGE) to add it", file=sys.stderr)
     base = Path(args.out) / f"{examples[0].dataset if examples else args.dataset}-{args.split}-{args.setting}"
+    scorer = _scorer(args, names)
     run_dirs = []
     for name in names:
-        method = build_method(name, llm, None, **options[name])
+        takes_scorer = takes_component(name, "scorer")
+        try:
+            method = build_method(name, llm, None, components={"scorer": scorer if takes_scorer else None},
+                                  **options[name])
+        except MethodError as exc:
+            raise UsageError(str(exc)) from exc
         config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
-                  "options": dataclasses.asdict(method.config), "llm": spec, "judge": args.judge}
+                  "options": dataclasses.asdict(method.config), "llm": spec, "judge": judge_spec}
+        if takes_scorer:
+            config["scorer_llm"] = args.scorer_llm or spec
         try:
             summary = evaluate(method, examples, base / name, setting=args.setting, retriever=retriever,
                                workers=args.workers, judge=judge, config=config, retry_failed=args.retry_failed,
@@ -230,6 +264,27 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demos(args: argparse.Namespace) -> int:
+    """Bootstrap HGOT's Appendix D demonstrations now (resumable), so later runs find them cached."""
+    from hopqa.methods.base import MethodError, build_method
+
+    try:
+        options = _method_options("hgot", args)
+        options["demo_source"] = "bootstrap"
+        llm = _llm(args)
+        retriever = _retriever(args)
+        method = build_method("hgot", llm, retriever, **options)
+        demos = method.prepare_demos(retriever)  # type: ignore[attr-defined]
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
+    path = method.demo_file  # type: ignore[attr-defined]
+    print(f"runs: {path}\ndemonstrations: {path.with_suffix('.demos.json')}")
+    print(f"kept: {len(demos.predict)} predict, {len(demos.plan)} plan, {len(demos.rewrite)} rewrite")
+    print("counts: " + ", ".join(f"{k}={v}" for k, v in demos.stats.items()))
+    llm.close()
+    return 0
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     from hopqa.config import default_home
     from hopqa.demo import demo_retriever
@@ -256,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", nargs="*", help="the question")
     ask.add_argument("--method", "-m", default=DEFAULT_METHOD, help=f"method name (default {DEFAULT_METHOD}; see hopqa methods)")
     ask.add_argument("--llm", help="embedded:NAME | embedded:PATH.gguf | openai:MODEL@URL (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
+    ask.add_argument("--scorer-llm", help="GenSco's scorer (needs loglikelihood; default: the --llm model)")
     ask.add_argument("--corpus", help="corpus file (jsonl {id,title,text} or tsv); default: the demo corpus")
     ask.add_argument("--index", help="a BM25 index directory built by hopqa index")
     ask.add_argument("--k", type=int, help="passages per retrieval")
@@ -272,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
     ev.add_argument("--limit", type=int, help="first N questions only")
     ev.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
-    ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (optional)")
+    ev.add_argument("--scorer-llm", help="GenSco's scorer (needs loglikelihood; default: the --llm model)")
+    ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (default $HOPQA_JUDGE; optional)")
     ev.add_argument("--workers", type=int, default=1, help="questions answered in parallel")
     ev.add_argument("--out", default="runs", help="output directory (default runs/)")
     ev.add_argument("--corpus", help="open setting: corpus file (default: the pooled demo corpus)")
@@ -306,6 +363,16 @@ def build_parser() -> argparse.ArgumentParser:
     me = sub.add_parser("methods", parents=[common], help="list the methods and their options")
     me.set_defaults(func=cmd_methods)
 
+    dm = sub.add_parser("demos", parents=[common], help="bootstrap HGOT's demonstrations (Appendix D), resumable")
+    dm.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
+    dm.add_argument("--corpus", help="retriever for training examples without paragraphs (default: the demo corpus)")
+    dm.add_argument("--index", help="a BM25 index directory built by hopqa index")
+    dm.add_argument("--k", type=int, help="passages per retrieval")
+    dm.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="HGOT option, e.g. bootstrap_dataset=hotpotqa:train, bootstrap_examples=50, samples=5")
+    dm.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    dm.set_defaults(func=cmd_demos)
+
     st = sub.add_parser("setup", parents=[common], help="prepare models and the demo corpus index")
     st.add_argument("--model", action="append", help="embedded model to prepare (repeatable)")
     st.set_defaults(func=cmd_setup)
@@ -318,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     from hopqa.datasets import DatasetError
     from hopqa.llm.base import LLMError
 
+    # --data-dir reaches every component that reads data (few-shot demonstrations, HGOT's bootstrap)
+    saved = os.environ.get("HOPQA_DATA_DIR")
+    if getattr(args, "data_dir", None):
+        os.environ["HOPQA_DATA_DIR"] = str(args.data_dir)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
@@ -329,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hopqa: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if saved is None:
+            os.environ.pop("HOPQA_DATA_DIR", None)
+        else:
+            os.environ["HOPQA_DATA_DIR"] = saved
 
 
 if __name__ == "__main__":  # pragma: no cover

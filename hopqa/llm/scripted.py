@@ -81,5 +81,14 @@ class ScriptedLLM(LLMBase):
 
     def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
         assert self._scorer is not None
-        values = self._scorer(context, continuation)
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self._delay:
+                time.sleep(self._delay)
+            values = self._scorer(context, continuation)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         return LogLikelihood(token_logprobs=values, tokens=continuation.split(), prompt_tokens=len(context.split()))

@@ -3,6 +3,7 @@
 from hopqa.methods import (  # noqa: F401  (registration)
     cot,
     direct,
+    gensco,
     genread,
     hgot,
     ircot,
@@ -10,6 +11,7 @@ from hopqa.methods import (  # noqa: F401  (registration)
     react,
     retrieve_read,
     self_ask,
+    self_dc,
 )
 from hopqa.methods.base import (
     METHODS,

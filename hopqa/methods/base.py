@@ -13,6 +13,7 @@ lowercase with hyphens, underscores accepted as aliases.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
@@ -139,11 +140,26 @@ def get_method_class(name: str) -> type[Method]:
     return METHODS[key]
 
 
-def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, **options: Any) -> Method:
-    """Instantiate a registered method with its default config updated by ``options``."""
+def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
+                 components: dict[str, Any] | None = None, **options: Any) -> Method:
+    """Instantiate a registered method with its default config updated by ``options``.
+
+    ``components`` are extra constructor arguments some methods take (GenSco's ``scorer``,
+    HGOT's ``judge`` and ``embedder``); a component the method does not take is an error."""
     cls = get_method_class(name)
     config = cls.Config().update(**options)
-    return cls(llm, retriever, config)
+    extra = {k: v for k, v in (components or {}).items() if v is not None}
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "llm", "retriever", "config"}
+    unknown = set(extra) - accepted
+    if unknown:
+        raise MethodError(f"the method {name!r} takes no {', '.join(sorted(unknown))} "
+                          f"(it takes: {', '.join(sorted(accepted)) or 'nothing extra'})")
+    return cls(llm, retriever, config, **extra)
+
+
+def takes_component(name: str, component: str) -> bool:
+    """Whether the method's constructor accepts ``component`` (e.g. GenSco's ``scorer``)."""
+    return component in inspect.signature(get_method_class(name).__init__).parameters
 
 
 def known_options(name: str) -> set[str]:

@@ -32,20 +32,33 @@ k·statements NLI calls per thought). Defaults are the paper's (α, β, γ = 0.2
 w = 0.2, 0.55, 0.25; K = 7) except the sample count: m = 3 instead of 20, since every sample is
 a full generation on the embedded model (set ``samples=20`` for the paper's setting).
 
-Not built yet (see the issue): the DSP-style bootstrapped demonstrations of Appendix D and
-their balanced / KNN selection — the prompts use the paper's Appendix C examples.
+Demonstrations (``demo_source``): ``paper`` (default) uses the paper's own Appendix C examples;
+``bootstrap`` builds them DSP-style from a training split as in Appendix D (``hgot_demos``:
+runs of HGOT on ``bootstrap_examples`` examples of ``bootstrap_dataset`` whose prediction
+matches gold, citation-format and dependency-format filters, IQR filter on step length; cached
+on disk and resumable) and picks ``num_demos`` per prompt by ``demo_selection``: ``sampling``
+(balanced over answer classes, seeded by ``seed``: "HGOT+Sampling") or ``knn`` (nearest
+questions by sentence embedding: "HGOT+KNN"). A prompt kind with no bootstrapped
+demonstration falls back to the Appendix C ones, noted in the trace. Bootstrapping runs once,
+before the first question, outside that question's trace and usage; it is not free: it is a
+full HGOT run per training example (prebuild it with ``hopqa demos``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
-from hopqa.methods.base import Method, MethodConfig, Result, register
+from hopqa.evaluation.metrics import normalize_answer
+from hopqa.methods import hgot_demos
+from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
 from hopqa.methods.hgot_prompts import (
     FORMALIZE_PROMPT,
     PLAN_DEMOS,
@@ -73,7 +86,7 @@ from hopqa.methods.hgot_quality import (
 )
 from hopqa.methods.parsing import clean_answer
 from hopqa.runtime import TracedRetriever, submit
-from hopqa.trace import step
+from hopqa.trace import current_step, step
 from hopqa.types import Passage
 
 
@@ -99,6 +112,13 @@ class HGOTConfig(MethodConfig):
     entailment_delta: bool = True
     max_passage_words: int = 80
     max_tokens: int = 160
+    demo_source: str = "paper"
+    demo_selection: str = "sampling"
+    num_demos: int = 2
+    bootstrap_dataset: str = "hotpotqa:train"
+    bootstrap_examples: int = 20
+    demo_cache: str = ""
+    seed: int = 0
 
 
 @dataclass
@@ -195,6 +215,15 @@ class HGOT(Method):
 
         self.judge = judge if judge is not None else LLMJudge(self.llm)
         self._embedder = embedder
+        cfg = self.config
+        if cfg.demo_source not in ("paper", "bootstrap"):
+            raise MethodError(f"demo_source must be 'paper' or 'bootstrap', not {cfg.demo_source!r}")
+        if cfg.demo_selection not in ("sampling", "knn"):
+            raise MethodError(f"demo_selection must be 'sampling' or 'knn', not {cfg.demo_selection!r}")
+        self.demo_set: hgot_demos.DemoSet | None = None
+        self.demo_file: Path | None = None  # the bootstrap's runs file, once prepared
+        self._demo_lock = threading.Lock()
+        self.progress = True  # progress bar while bootstrapping demonstrations
 
     @property
     def embedder(self) -> Any:
@@ -206,8 +235,79 @@ class HGOT(Method):
 
     def run(self, question: str, retriever: TracedRetriever | None) -> Result:
         assert retriever is not None
+        if self.config.demo_source == "bootstrap":
+            with step("demonstrations", source=self.config.bootstrap_dataset, selection=self.config.demo_selection) as s:
+                demos = self.prepare_demos(retriever.inner)
+                s.output(predict=len(demos.predict), plan=len(demos.plan), rewrite=len(demos.rewrite), **demos.stats)
         node = self.traverse(question, 0, retriever)
         return Result(answer=node.answer, passages=[s.passage for s in node.context])
+
+    # -- demonstrations (Appendix D) ---------------------------------------------------------------
+    def demos(self, kind: str, question: str) -> list[str]:
+        """Rendered demonstrations for one prompt (``predict``, ``plan``, ``reflect``, ``rewrite``)."""
+        paper = {"predict": PREDICT_DEMOS, "plan": PLAN_DEMOS, "reflect": REFLECT_DEMOS, "rewrite": REWRITE_DEMOS}[kind]
+        ds = self.demo_set
+        if self.config.demo_source == "paper" or ds is None:
+            return paper
+        pool: list[Any] = {"predict": ds.predict, "plan": ds.plan, "reflect": ds.plan, "rewrite": ds.rewrite}[kind]
+        if not pool:
+            if (s := current_step()) is not None:
+                s.note(f"no bootstrapped {kind} demonstration: the paper's Appendix C examples are used")
+            return paper
+        n = self.config.num_demos
+        if self.config.demo_selection == "knn":
+            chosen = hgot_demos.select_knn(pool, question, n, self.embedder)
+        else:
+            chosen = hgot_demos.select_balanced(pool, n, self.config.seed)
+        return [d.render_reflect() if kind == "reflect" else d.render() for d in chosen]
+
+    def prepare_demos(self, retriever: Any = None) -> hgot_demos.DemoSet:
+        """Bootstrap (or load from the cache) the demonstrations, once per method instance."""
+        with self._demo_lock:
+            if self.demo_set is None:
+                # a fresh context: the bootstrap runs are not part of the current question's trace or usage
+                self.demo_set = contextvars.Context().run(self._bootstrap, retriever)
+            return self.demo_set
+
+    def bootstrap_file(self, retriever: Any = None) -> Path:
+        """Where the runs of this LLM / training split / configuration are recorded. The
+        retriever is part of the key only when given, i.e. when some training example has no
+        paragraphs of its own."""
+        from hopqa.config import default_home
+
+        cfg = self.config
+        shaping = {k: v for k, v in vars(cfg).items()
+                   if not k.startswith(("demo_", "bootstrap_")) and k not in ("num_demos", "seed")}
+        key = hgot_demos.cache_key(llm=self.llm.identity(), dataset=cfg.bootstrap_dataset, config=shaping,
+                                   retriever=getattr(retriever, "name", None) if retriever is not None else None)
+        root = Path(cfg.demo_cache) if cfg.demo_cache else default_home() / "demos"
+        return root / f"hgot-{cfg.bootstrap_dataset.replace(':', '-')}-{key}.jsonl"
+
+    def _bootstrap(self, retriever: Any) -> hgot_demos.DemoSet:
+        from hopqa.datasets import DatasetError, load_dataset
+        from hopqa.retrieval.pool import CandidatePool
+
+        cfg = self.config
+        name, _, split = cfg.bootstrap_dataset.partition(":")
+        try:
+            examples = load_dataset(name, split or "train", limit=cfg.bootstrap_examples)
+        except DatasetError as exc:
+            raise MethodError(f"cannot bootstrap HGOT demonstrations from {cfg.bootstrap_dataset!r}: {exc}") from exc
+        runner = HGOT(self.llm, retriever, replace(cfg, demo_source="paper"), judge=self.judge, embedder=self._embedder)
+
+        def run(ex: Any) -> tuple[str, list[dict[str, Any]], str | None]:
+            r = CandidatePool(ex.paragraphs) if ex.paragraphs else retriever
+            if r is None:
+                return "", [], "the example has no paragraphs and no retriever was given"
+            with hgot_demos.recording() as records:
+                ans = runner.answer(ex.question, r)
+            return ans.answer, list(records), ans.error
+
+        path = self.bootstrap_file(retriever if any(not ex.paragraphs for ex in examples) else None)
+        self.demo_file = path
+        demos = hgot_demos.bootstrap(examples, run, path, progress=self.progress)
+        hgot_demos.save_demo_set(demos, path.with_suffix(".demos.json"))
+        return demos
 
     # -- Algorithm 1 ---------------------------------------------------------------------------
     def traverse(self, q: str, d: int, retriever: TracedRetriever) -> Node:
@@ -274,7 +374,7 @@ class HGOT(Method):
         cfg = self.config
         texts = [f"{x.passage.title} | {x.passage.text}" if x.passage.title else x.passage.text for x in context]
         ctx = "\n".join(x.passage.render(i + 1, max_words=cfg.max_passage_words) for i, x in enumerate(context))
-        prompt = PREDICT_PROMPT.format(instructions=PREDICT_INSTRUCTIONS, demos="\n\n---\n\n".join(PREDICT_DEMOS),
+        prompt = PREDICT_PROMPT.format(instructions=PREDICT_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("predict", q)),
                                        context=ctx or "(no passages)", question=q)
         gen = self.llm.generate(prompt, n=cfg.samples, temperature=cfg.temperature if cfg.samples > 1 else 0.0,
                                 max_tokens=cfg.max_tokens, stop=["\n\n---", "\nContext:", "\nQuestion:"])
@@ -295,6 +395,10 @@ class HGOT(Method):
             nu_bar = []
         if not answer:
             s.note("no sample gave a parseable answer")
+        else:
+            best = max((t for t in thoughts if normalize_answer(t.answer) == normalize_answer(answer)), key=lambda t: t.rho)
+            hgot_demos.record("predict", question=q, rationale=best.rationale, answer=best.answer,
+                              context=[x.passage.render(i + 1, max_words=30) for i, x in enumerate(context)])
         s.output(samples=[t.to_dict() for t in thoughts], votes=votes, answer=answer, ci=round(ci, 4),
                  passages=[x.passage.id for x in context], sigma_before=before,
                  sigma_after=[round(x.sigma, 4) for x in context], nu_bar=[round(v, 4) for v in nu_bar])
@@ -319,7 +423,7 @@ class HGOT(Method):
         cfg = self.config
         with step("plan", query=q) as s:
             ctx = "\n".join(x.passage.render(i + 1, max_words=40) for i, x in enumerate(context[:3]))
-            out = self.llm.generate(PLAN_PROMPT.format(instructions=PLAN_INSTRUCTIONS, demos="\n\n---\n\n".join(PLAN_DEMOS),
+            out = self.llm.generate(PLAN_PROMPT.format(instructions=PLAN_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("plan", q)),
                                                        context=ctx or "(none)", question=q),
                                     max_tokens=200, stop=["\n\n---", "\nContext:", "\nQuestion:"]).text
             steps = parse_steps(out, cfg.max_steps)
@@ -332,7 +436,7 @@ class HGOT(Method):
             if cfg.self_reflect and len(steps) > 1:
                 listing = " ".join(f"Step {i}: {x}" for i, x in enumerate(steps, 1))
                 described = self.llm.generate(
-                    REFLECT_PROMPT.format(instructions=REFLECT_INSTRUCTIONS, demos="\n\n---\n\n".join(REFLECT_DEMOS),
+                    REFLECT_PROMPT.format(instructions=REFLECT_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("reflect", q)),
                                           steps=listing), max_tokens=80, stop=["\n\n", "\n---", "\nPlan:"]).text.strip()
             formal = described
             if cfg.formalize and len(steps) > 1 and described:
@@ -347,6 +451,9 @@ class HGOT(Method):
             if len(steps) > 1 and not edges and (formal or described):
                 s.note("no usable dependency: the steps are treated as independent")
             graph = build_graph(steps, edges)
+            if steps:
+                hgot_demos.record("plan", question=q, steps=steps, dependencies=described or ("None" if len(steps) == 1 else ""),
+                                  context=[x.passage.render(i + 1, max_words=30) for i, x in enumerate(context[:3])])
             s.output(raw=out, steps=steps, dependencies=described, formal=formal, edges=[list(e) for e in edges],
                      levels=[sorted(g) for g in nx.topological_generations(graph)])
             return graph
@@ -378,10 +485,13 @@ class HGOT(Method):
                 return original
             context = " ".join(parts + [f"Step {i}: {original}"])
             out = self.llm.generate(REWRITE_PROMPT.format(instructions=REWRITE_INSTRUCTIONS,
-                                                          demos="\n\n---\n\n".join(REWRITE_DEMOS), context=context),
+                                                          demos="\n\n---\n\n".join(self.demos("rewrite", original)),
+                                                          context=context),
                                     max_tokens=60, stop=["\n"]).text.strip()
             rewritten = out if len(out) > 3 else original
             if rewritten is original:
                 s.note("empty rewrite: the step is kept as it is")
+            else:
+                hgot_demos.record("rewrite", question=original, context_text=context, rewrite=rewritten)
             s.output(original=original, rewritten=rewritten)
             return rewritten

@@ -1,0 +1,284 @@
+"""GenSco — a generator decomposes, a scorer selects the passage sequence (Chakraborty et al.
+2024; METHODS.md §2, Algorithm 1, Eqs. 1-4, Tables 6-9).
+
+Given the question Q and its candidate passages P (the question's own paragraphs in the
+distractor setting, or the retriever's top ``k`` in the open setting), a greedy walk down the
+passage tree, one level per sub-question::
+
+    for i in 1..max_levels:
+        q_i <- G(Table 7: Q, the (sub-question, selected passage) pairs so far)
+        stop if q_i is <FIN></FIN> (or empty), or repeats an earlier sub-question      # -max
+        stop if NLL_S(Q | P'[:i-1], q_1..q_i) > NLL_S(Q | P'[:i-1], q_1..q_{i-1})   # -stop, Eq. 1, Table 8
+        P'[i] <- argmin_p NLL_S(q_i | P'[:i-1] + [p])                                # Eq. 2, Table 9
+    answer <- G(Table 6: shots from the training files, Context = P' in selection order, Q)
+
+Two models: the generator ``llm`` (any backend) and the ``scorer`` (any backend with the
+``loglikelihood`` capability: the embedded models have it, an OpenAI-compatible server has it
+with ``loglikelihood=echo``; default: the generator itself). A scorer that cannot score is an
+error when the method is built, not half-way through a batch.
+
+Variants (``variant``; registered as ``gensco-max``, ``gensco-stop``, ``gensco-no-qd``):
+``max`` stops on ``<FIN></FIN>``, a repeated sub-question or ``max_levels``; ``stop`` adds the
+likelihood criterion of Eq. 1; ``no-qd`` makes no decomposition: it scores every level with Q
+itself (Eq. 4) and stops when the best passage was already selected. ``shuffled=true`` shuffles
+the selected passages before answering (the Table 5 ablation; seeded by ``seed`` and the
+question).
+
+Choices where the paper is silent (each a parameter):
+- ``nll``: the per-token **mean** NLL of the continuation (default; sub-questions differ in
+  length only across levels, never within one) or the **sum**.
+- ``keep_selected`` (default true, as in the paper's tree where every node has k children):
+  already-selected passages stay candidates; a passage chosen twice appears once in the
+  answer context, at its first position. ``no-qd`` always keeps them (its stop rule needs it).
+- ``stop_from_level`` (default 2): Eq. 1 is checked from the second sub-question on. At the
+  first level both sides have no context and the "without" side has no decomposition at all,
+  so the test would compare against an empty prompt and usually stop before any passage.
+- ``k`` (default 20) caps the candidates: every paragraph of MuSiQue (up to 20), 2Wiki (10)
+  and Adversarial HotpotQA (4) in the distractor setting.
+- Paper settings: ``max_levels`` 5 (2Wiki), shots 2 / 4 / 3 (2Wiki / AdvHotpot / MuSiQue; the
+  default ``shots`` is 2), generator at temperature 0.
+
+Cost per question: one generator call per level plus the answer; ``len(P)`` scorer calls per
+level (all candidates of a level are one batch: concurrent where the backend allows, and on
+the embedded model the prompt prefix shared by the candidates, the instruction and the
+passages already selected, is evaluated once); ``stop`` adds two scorer calls per level.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from hopqa.evaluation.metrics import normalize_answer
+from hopqa.llm.base import LOGLIKELIHOOD, LLMBase
+from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
+from hopqa.methods.demos import load_demos
+from hopqa.methods.gensco_prompts import (
+    ANSWER_INSTRUCTION,
+    ANSWER_PROMPT,
+    ANSWER_PROMPT_ZERO_SHOT,
+    ANSWER_SHOT,
+    DECOMPOSE_INSTRUCTION,
+    DECOMPOSE_PROMPT,
+    DECOMPOSE_SHOTS,
+    SCORE_PROMPT,
+    STOP_PROMPT,
+)
+from hopqa.methods.parsing import clean_answer, extract_answer
+from hopqa.retrieval.base import Retriever
+from hopqa.runtime import TracedRetriever, traced_llm
+from hopqa.trace import step
+from hopqa.types import Passage
+
+VARIANTS = ("max", "stop", "no-qd")
+_FIN = re.compile(r"<\s*/?\s*fin\s*>|^\s*fin\s*$", re.IGNORECASE)
+_ECHO = re.compile(r"^\s*(?:sub\s*question|subquestion)\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
+
+
+@dataclass
+class GenScoConfig(MethodConfig):
+    variant: str = "max"
+    shuffled: bool = False
+    max_levels: int = 5
+    k: int = 20
+    nll: str = "mean"
+    keep_selected: bool = True
+    stop_from_level: int = 2
+    shots: int = 2
+    temperature: float = 0.0
+    max_passage_words: int = 100
+    scorer_passage_words: int = 100
+    max_tokens: int = 48
+    seed: int = 0
+
+
+def parse_subquestion(text: str) -> str | None:
+    """The generator's next sub-question (first non-empty line, a repeated ``Subquestion k:``
+    prefix removed); ``None`` for ``<FIN></FIN>`` (any spelling) or nothing at all."""
+    for line in text.splitlines():
+        line = _ECHO.sub("", line).strip()
+        if not line:
+            continue
+        if _FIN.search(line):
+            return None
+        line = re.split(r"\s*(?:subcontext|subquestion)\s*\d+\s*:", line, flags=re.IGNORECASE)[0].strip()
+        return line or None
+    return None
+
+
+def concat(passages: list[Passage], max_words: int) -> str:
+    """Passages as the prompts show them: ``Title | text``, one per line, each cut to max_words."""
+    return "\n".join(p.render(None, max_words=max_words) for p in passages)
+
+
+class GenSco(Method):
+    """Generator decomposes, scorer picks one passage per sub-question (greedy passage sequence)."""
+
+    Config = GenScoConfig
+    config: GenScoConfig
+    needs_retriever = True
+
+    def __init__(self, llm: LLMBase, retriever: Retriever | None = None, config: GenScoConfig | None = None,
+                 scorer: LLMBase | None = None) -> None:
+        super().__init__(llm, retriever, config)
+        cfg = self.config
+        if cfg.variant not in VARIANTS:
+            raise MethodError(f"GenSco variant must be one of {', '.join(VARIANTS)}, not {cfg.variant!r}")
+        if cfg.nll not in ("mean", "sum"):
+            raise MethodError(f"nll must be 'mean' or 'sum', not {cfg.nll!r}")
+        self.scorer = traced_llm(scorer) if scorer is not None else self.llm
+        if not self.scorer.supports(LOGLIKELIHOOD):
+            hint = self.scorer.capability_hint(LOGLIKELIHOOD)
+            raise MethodError(
+                f"GenSco's scorer must score given text (the loglikelihood capability) and {self.scorer.name!r} "
+                f"cannot{': ' + hint if hint else ''}. Use an embedded model (embedded:smollm2-135m, "
+                "embedded:qwen2.5-1.5b) or an OpenAI-compatible completions server with echo support "
+                "(openai:MODEL@URL?loglikelihood=echo, e.g. vLLM) as the scorer (--scorer-llm).")
+
+    # -- the scorer's two quantities ---------------------------------------------------------------
+    def _nll(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """Negative log-likelihood of each continuation after its context (one batch)."""
+        scores = self.scorer.map_loglikelihood(pairs)
+        return [-(s.mean if self.config.nll == "mean" else s.total) for s in scores]
+
+    def score_passages(self, subquestion: str, selected: list[Passage], candidates: list[Passage]) -> list[float]:
+        """Eq. 2 (Table 9): NLL_S(q | P'[:i-1] + [p]) for every candidate p."""
+        w = self.config.scorer_passage_words
+        head = concat(selected, w)
+        pairs = [(SCORE_PROMPT.format(context=(head + "\n" if head else "") + concat([p], w)), " " + subquestion)
+                 for p in candidates]
+        return self._nll(pairs)
+
+    def stop_scores(self, question: str, subquestions: list[str], selected: list[Passage]) -> tuple[float, float]:
+        """Eq. 1 (Table 8): (NLL of Q with q_1..q_i, NLL of Q with q_1..q_{i-1}), context P'[:i-1]."""
+        context = concat(selected, self.config.scorer_passage_words) or "(none)"
+        with_q, without_q = (STOP_PROMPT.format(context=context, decomposition=" ".join(qs) or "(none)")
+                             for qs in (subquestions, subquestions[:-1]))
+        a, b = self._nll([(with_q, " " + question), (without_q, " " + question)])
+        return a, b
+
+    # -- the generator's two prompts ------------------------------------------------------------------
+    def decompose(self, question: str, subquestions: list[str], selected: list[Passage]) -> tuple[str | None, str]:
+        """Table 7: the next sub-question (``None`` = end of decomposition) and the raw output."""
+        history = "".join(f"Subquestion {j}: {q}\nSubcontext {j}: {p.render(None, max_words=self.config.max_passage_words)}\n"
+                          for j, (q, p) in enumerate(zip(subquestions, selected), 1))
+        prompt = DECOMPOSE_PROMPT.format(instruction=DECOMPOSE_INSTRUCTION, shots=DECOMPOSE_SHOTS, question=question,
+                                         history=history, level=len(subquestions) + 1)
+        raw = self.llm.generate(prompt, max_tokens=self.config.max_tokens, temperature=self.config.temperature,
+                                stop=["\nSubcontext", "\n\n", "\nQuestion:"]).text
+        return parse_subquestion(raw), raw
+
+    def read(self, question: str, passages: list[Passage]) -> tuple[str, str, str]:
+        """Table 6: (answer, raw output, how it was parsed)."""
+        cfg = self.config
+        context = concat(passages, cfg.max_passage_words) or "(no passage selected)"
+        demos = load_demos(cfg.shots) if cfg.shots > 0 else []
+        if demos:
+            shots = "\n\n".join(ANSWER_SHOT.format(question=d.question, context=concat(list(d.passages), cfg.max_passage_words),
+                                                   answer=d.answer) for d in demos)
+            prompt = ANSWER_PROMPT.format(instruction=ANSWER_INSTRUCTION, shots=shots, question=question, context=context)
+        else:
+            prompt = ANSWER_PROMPT_ZERO_SHOT.format(question=question, context=context)
+        raw = self.llm.generate(prompt, max_tokens=32, temperature=cfg.temperature, stop=["\n\n", "\nQuestion:"]).text
+        answer, how = extract_answer(raw)
+        return clean_answer(answer), raw, how if demos else how + " (zero-shot: no training file for shots)"
+
+    # -- Algorithm 1 -----------------------------------------------------------------------------------
+    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
+        assert retriever is not None
+        cfg = self.config
+        with step("candidates", query=question, k=cfg.k) as s:
+            candidates = retriever.search(question, cfg.k)
+            s.output(passages=[{"id": p.id, "title": p.title} for p in candidates])
+        selected, subquestions = self.select(question, candidates)
+        with step("answer", question=question) as s:
+            context = list({p.id: p for p in reversed(selected)}.values())[::-1]  # first occurrence, in order
+            if cfg.shuffled:
+                random.Random(f"{cfg.seed}:{question}").shuffle(context)
+            answer, raw, how = self.read(question, context)
+            s.output(passages=[p.id for p in context], shuffled=cfg.shuffled, raw=raw, answer=answer, parsed_by=how)
+            if not context:
+                s.note("no passage was selected: the generator answered from its own knowledge")
+        return Result(answer=answer, passages=context)
+
+    def select(self, question: str, candidates: list[Passage]) -> tuple[list[Passage], list[str]]:
+        """The greedy passage sequence P' and the sub-questions that chose it."""
+        cfg = self.config
+        selected: list[Passage] = []
+        subquestions: list[str] = []
+        reason = f"max_levels ({cfg.max_levels})"
+        with step("select", variant=cfg.variant, candidates=len(candidates)) as outer:
+            for level in range(1, cfg.max_levels + 1):
+                with step("level", level=level) as s:
+                    if not candidates:
+                        reason = "no candidate passage"
+                        break
+                    if cfg.variant == "no-qd":
+                        q = question
+                    else:
+                        q, raw = self.decompose(question, subquestions, selected)
+                        s.output(raw=raw, subquestion=q)
+                        if q is None:
+                            reason = "<FIN></FIN>" if "fin" in raw.lower() else "empty sub-question"
+                            s.output(stop=reason)
+                            break
+                        if normalize_answer(q) in {normalize_answer(x) for x in subquestions}:
+                            reason = "repeated sub-question"
+                            s.output(stop=reason)
+                            break
+                        if cfg.variant == "stop" and level >= cfg.stop_from_level:
+                            nll_with, nll_without = self.stop_scores(question, [*subquestions, q], selected)
+                            s.output(stop_nll_with=round(nll_with, 4), stop_nll_without=round(nll_without, 4))
+                            if nll_with > nll_without:
+                                reason = "likelihood (Eq. 1)"
+                                s.output(stop=reason)
+                                break
+                    chosen_ids = {p.id for p in selected}
+                    pool = candidates if cfg.keep_selected or cfg.variant == "no-qd" else \
+                        [p for p in candidates if p.id not in chosen_ids]
+                    if not pool:
+                        reason = "every candidate already selected"
+                        s.output(stop=reason)
+                        break
+                    nll = self.score_passages(q, selected, pool)
+                    best = min(range(len(pool)), key=lambda i: (nll[i], i))
+                    s.output(scores=[{"id": p.id, "title": p.title, "nll": round(v, 4)} for p, v in zip(pool, nll)],
+                             chosen=pool[best].id)
+                    if cfg.variant == "no-qd" and pool[best].id in chosen_ids:
+                        reason = "best passage already selected"
+                        s.output(stop=reason)
+                        break
+                    selected.append(pool[best])
+                    subquestions.append(q)
+            outer.output(stop_reason=reason, subquestions=subquestions, selected=[p.id for p in selected])
+        return selected, subquestions
+
+
+@dataclass
+class GenScoStopConfig(GenScoConfig):
+    variant: str = "stop"
+
+
+@dataclass
+class GenScoNoQDConfig(GenScoConfig):
+    variant: str = "no-qd"
+
+
+@register("gensco-max")
+class GenScoMax(GenSco):
+    """GenSco-max: stop on <FIN></FIN>, a repeated sub-question or max_levels."""
+
+
+@register("gensco-stop")
+class GenScoStop(GenSco):
+    """GenSco-stop: GenSco-max plus the scorer's likelihood stopping criterion (Eq. 1)."""
+
+    Config = GenScoStopConfig
+
+
+@register("gensco-no-qd")
+class GenScoNoQD(GenSco):
+    """GenSco-no-QD: score with the question itself, stop when the best passage repeats (Eq. 4)."""
+
+    Config = GenScoNoQDConfig
+

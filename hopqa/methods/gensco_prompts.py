@@ -1,0 +1,46 @@
+"""GenSco prompt templates (Chakraborty et al. 2024, Appendix B, Tables 6-9).
+
+Tables 6 and 7 go to the generator; Tables 8 and 9 go to the scorer, whose *generation* is
+never used: only the log-likelihood of a given continuation (the question) after the prompt.
+Scorer prompts end with ``Question:``; the continuation scored is ``" " + question``.
+"""
+
+from __future__ import annotations
+
+#: Table 6: the answer prompt (shots from the training files fill ``{shots}``).
+ANSWER_INSTRUCTION = "Answer the question given the context. Here are a few examples:"
+ANSWER_SHOT = "Question: {question}\nContext: {context}\nAnswer: {answer}"
+ANSWER_PROMPT = "{instruction}\n\n{shots}\n\nQuestion: {question}\nContext: {context}\nAnswer:"
+#: Zero-shot variant when no training file is available (recorded in the trace).
+ANSWER_PROMPT_ZERO_SHOT = "Answer the question given the context.\n\nQuestion: {question}\nContext: {context}\nAnswer:"
+
+#: Table 7: the next sub-question, given the (sub-question, selected passage) pairs so far.
+DECOMPOSE_INSTRUCTION = (
+    "I am going to give you a question. I want to decompose it into a series of subquestions. Each subquestion "
+    "should be self-contained with all the information necessary to solve it. Make sure not to decompose more "
+    "than necessary or have any trivial subquestions. Do not repeat any subquestion. You'll be evaluated on the "
+    "simplicity, conciseness, and correctness of your decompositions. If no more subquestion could be drawn, "
+    "please generate \"<FIN></FIN>\". Here are a couple of examples:"
+)
+DECOMPOSE_SHOTS = (
+    "Question: What are the other books from the author of \"The Good Earth\"?\n"
+    "Subquestion 1: Who is the author of the book \"The Good Earth\"?\n"
+    "Subcontext 1: The author of the book \"The Good Earth\" is Pearl S. Buck.\n"
+    "Subquestion 2: What are the titles of books written by Pearl S. Buck other than \"The Good Earth\"?\n\n"
+    "Question: Which movie came out first \"Spiderman 2\" or \"Batman Begins\"?\n"
+    "Subquestion 1: When was the release date of the movie \"Spiderman 2\"?\n"
+    "Subcontext 1: Spiderman 2 is a 2004 American superhero film based on the Marvel Comics character of the "
+    "same name.\n"
+    "Subquestion 2: When was the release date of the movie \"Batman Begins\"?"
+)
+DECOMPOSE_PROMPT = "{instruction}\n\n{shots}\n\nQuestion: {question}\n{history}Subquestion {level}:"
+
+#: Table 8: the stopping criterion (scorer; the continuation is the multi-hop question).
+STOP_PROMPT = (
+    "Generate a question given its complete decomposition into subquestions along with the context containing "
+    "answers to these subquestions.\nContext: {context}\nDecomposition: {decomposition}\nQuestion:"
+)
+
+#: Table 9: passage relevance (scorer; the continuation is the sub-question).
+SCORE_PROMPT_HEAD = "Generate a question based on the context.\nContext:"
+SCORE_PROMPT = SCORE_PROMPT_HEAD + " {context}\nQuestion:"

@@ -1,0 +1,279 @@
+"""Self-DC — confidence-routed divide and conquer (Wang et al. 2024; METHODS.md §3, Section 4,
+Figure 3, prompts of Table 21).
+
+::
+
+    SelfDC(q, depth):
+        c <- confidence(q)                                   # verb or prob, in [0, 1]
+        if alpha - beta < c < alpha + beta:                  # unsure: divide
+            if depth >= t: return retrieve_then_read(q)      # depth cap
+            subs <- decompose(q)                             # "#1: ..., #2: ..."
+            if len(subs) <= 1: return retrieve_then_read(q)  # a single question: unknown
+            answers <- [SelfDC(s, depth + 1) for s in subs]  # one level, concurrently
+            return combine_sub_qas(q, subs, answers)
+        if c >= alpha + beta: return generate_then_read(q)   # known
+        return retrieve_then_read(q)                         # unknown
+
+The ranges are the paper's: [0, α−β] retrieve, (α−β, α+β) decompose, [α+β, 1] generate; so
+c exactly at α−β retrieves and c exactly at α+β generates (bounds rounded to 10 decimals so
+0.4 − 0.1 is 0.3). GenRead is (α, β) = (0, 0): every c ≥ 0 generates; Retrieve-then-Read is
+(1, 0): every c retrieves (the two closed ranges meet at c = 1 there; Figure 3's code would
+generate, the paper's text says (1, 0) is Retrieve-then-Read, and hopqa follows the text).
+
+Confidence (``confidence``):
+- ``verb`` — the Table 21 prompt asks for ``Answer:`` and ``Confidence (0-100):``; the number
+  is parsed forgivingly ("80", "80%", "Confidence: 80", "0.8" read as a fraction) and mapped to
+  [0, 1]; no number at all counts as 0 and is noted in the trace.
+- ``prob`` — the mean token probability of a few-word answer (Eq. 1); needs per-token
+  logprobs from the backend (the embedded models and OpenAI-compatible servers have them), a
+  clear error at start-up otherwise.
+
+Defaults are the paper's: α = 0.4 (verb) / 0.6 (prob) when ``alpha`` is unset, β = 0.1, t = 3,
+3 retrieved passages, temperature 0.1 and top_p 0.1. Every retrieval is counted in the usage
+(``retrieval_calls``), so the evaluation reports retrievals per question, the paper's
+efficiency claim. The trace is the recursion tree: one ``self-dc`` step per (sub-)question
+with its confidence, route and answer, sub-questions nested under their parent.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from hopqa.evaluation.metrics import normalize_answer
+from hopqa.llm.base import LOGPROBS, Generation, LLMBase
+from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
+from hopqa.methods.genread import GENERATE_PROMPT
+from hopqa.methods.genread import READ_PROMPT as PASSAGE_READ_PROMPT
+from hopqa.methods.parsing import extract_answer
+from hopqa.retrieval.base import Retriever
+from hopqa.runtime import TracedRetriever, submit
+from hopqa.trace import step
+from hopqa.types import Passage
+
+#: Table 21, verbalized confidence.
+VERB_CONFIDENCE_PROMPT = (
+    "Please read the question, give the answer and indicate your level of confidence. Use the following format "
+    "to provide your answer and confidence level:\nAnswer: [Your answer]\nConfidence (0-100): [Your confidence "
+    "level, please only include the numerical number, e.g. 80]%\nNote: The confidence level indicates the degree "
+    "of certainty you have about your answer and is represented as a percentage. For instance, if your confidence "
+    "level is 80%, it means you are 80% certain that your answer is correct and there is a 20% chance that it may "
+    "be incorrect. If you do not know the answer, simply output confidence as 0%.\nQuestion: {question}\n"
+    "Please answer this question and provide your confidence level. Note that the confidence level indicates the "
+    "degree of certainty you have about your answer and is represented as a percentage.\nAnswer:"
+)
+#: Table 14 (Direct prompting): the short answer whose token probabilities give the 'prob' confidence.
+PROB_CONFIDENCE_PROMPT = "Please answer the following question with just a few words.\nQuestion: {question}\nThe answer is"
+#: Table 21, decompose.
+DECOMPOSE_PROMPT = (
+    "Please read the question, divide the question into smaller, independent parts. By solving these individual "
+    "sub-questions and combining their answers, you can derive the solution to the main question. Use the "
+    "following format to provide your answer: #1: [sub-question 1], #2: [sub-question 2], ...\n"
+    "Question: {question}\nAnswer:"
+)
+#: Table 21, combine-sub-qas.
+COMBINE_PROMPT = (
+    "Question: {question}\nHere are all related sub-questions and corresponding answers:\n{sub_qas}\n"
+    "According to answers of all related sub-quesions of the original question, please generate the final answer "
+    "of the original question using a few words.\nAnswer:"
+)
+#: Table 21's retrieve-then-read and generate-then-read reading prompt (the same as GenRead's Table 17).
+READ_PROMPT = PASSAGE_READ_PROMPT
+
+ROUTES = ("retrieve-then-read", "generate-then-read", "decompose")
+
+
+@dataclass
+class SelfDCConfig(MethodConfig):
+    confidence: str = "verb"
+    alpha: float | None = None
+    beta: float = 0.1
+    depth: int = 3
+    k: int = 3
+    temperature: float = 0.1
+    top_p: float = 0.1
+    max_subquestions: int = 5
+    max_tokens: int = 32
+    document_tokens: int = 200
+    max_passage_words: int = 120
+
+
+# -- parsing ---------------------------------------------------------------------------------------------
+_CONF_LABEL = re.compile(r"confidence[^0-9\n]{0,20}?(\d+(?:\.\d+)?)\s*(%?)", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(%?)")
+
+
+def parse_verbal_confidence(text: str) -> tuple[float | None, str]:
+    """(confidence in [0, 1] or None, the answer) from a verbalized-confidence reply.
+
+    Looks for a number after "Confidence", else a number followed by "%", else a reply that is
+    only a number. 0-100 is divided by 100; a fraction written as 0.x is kept; values are clamped.
+    """
+    text = re.sub(r"\(\s*0\s*-\s*100\s*\)", " ", text)  # the "(0-100)" of the format line is not a value
+    answer_part = re.split(r"\n?\s*confidence", text, maxsplit=1, flags=re.IGNORECASE)[0]
+    answer = extract_answer(answer_part)[0] if answer_part.strip() else ""
+    m = _CONF_LABEL.search(text)
+    if m is None:
+        percents = [x for x in _NUMBER.finditer(text) if x.group(2)]
+        m = percents[-1] if percents else None
+    if m is None and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*%?\s*", text):
+        m = _NUMBER.search(text)
+    if m is None:
+        return None, answer
+    value = float(m.group(1))
+    if not m.group(2) and "." in m.group(1) and value <= 1.0:
+        return value, answer  # "0.8": already a fraction
+    return max(0.0, min(100.0, value)) / 100.0, answer
+
+
+def parse_subquestions(text: str, limit: int = 5) -> list[str]:
+    """Sub-questions from ``#1: ..., #2: ...`` (one line or many); numbered lists are accepted too."""
+    parts = re.split(r"#\s*\d+\s*[:.)]", text)
+    items = parts[1:] if len(parts) > 1 else re.split(r"(?:^|\n)\s*(?:\d+[.)]|[-*•])\s+", text)
+    out: list[str] = []
+    for item in items:
+        q = " ".join(item.split()).strip(" ,;")
+        if not q:
+            continue
+        if "?" in q:
+            q = q[: q.index("?") + 1]
+        if normalize_answer(q) not in {normalize_answer(x) for x in out}:
+            out.append(q)
+    return out[:limit]
+
+
+def route(c: float, alpha: float, beta: float) -> str:
+    """Which function handles a question of confidence ``c`` (see the module docstring)."""
+    lo, hi = round(alpha - beta, 10), round(alpha + beta, 10)
+    if lo < c < hi:
+        return "decompose"
+    if c >= hi and not (beta == 0 and lo >= 1.0):  # (1, 0) is Retrieve-then-Read even at c = 1
+        return "generate-then-read"
+    return "retrieve-then-read"
+
+
+@register("self-dc")
+class SelfDC(Method):
+    """Self Divide-and-Conquer: confidence decides between generate, retrieve and decompose."""
+
+    Config = SelfDCConfig
+    config: SelfDCConfig
+    needs_retriever = True
+
+    def __init__(self, llm: LLMBase, retriever: Retriever | None = None, config: SelfDCConfig | None = None) -> None:
+        super().__init__(llm, retriever, config)
+        cfg = self.config
+        if cfg.confidence not in ("verb", "prob"):
+            raise MethodError(f"confidence must be 'verb' or 'prob', not {cfg.confidence!r}")
+        if cfg.confidence == "prob" and not self.llm.supports(LOGPROBS):
+            hint = self.llm.capability_hint(LOGPROBS)
+            raise MethodError(f"Self-DC with confidence=prob needs token logprobs and {self.llm.name!r} does not "
+                              f"return them{': ' + hint if hint else ''}; use confidence=verb")
+
+    @property
+    def alpha(self) -> float:
+        if self.config.alpha is not None:
+            return self.config.alpha
+        return 0.4 if self.config.confidence == "verb" else 0.6
+
+    def _gen(self, prompt: str, max_tokens: int | None = None, **kw: Any) -> Generation:
+        cfg = self.config
+        return self.llm.generate(prompt, max_tokens=max_tokens or cfg.max_tokens, temperature=cfg.temperature,
+                                 top_p=cfg.top_p, **kw)
+
+    # -- Figure 3 ----------------------------------------------------------------------------------------
+    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
+        assert retriever is not None
+        answer, passages = self.solve(question, 0, retriever)
+        return Result(answer=answer, passages=passages)
+
+    def solve(self, q: str, depth: int, retriever: TracedRetriever) -> tuple[str, list[Passage]]:
+        cfg = self.config
+        with step("self-dc", question=q, depth=depth) as s:
+            c = self.confidence(q)
+            where = route(c, self.alpha, cfg.beta)
+            s.output(confidence=round(c, 4), route=where)
+            if where == "generate-then-read":
+                answer, passages = self.generate_then_read(q)
+            elif where == "retrieve-then-read":
+                answer, passages = self.retrieve_then_read(q, retriever)
+            elif depth >= cfg.depth:
+                s.note(f"depth limit t={cfg.depth} reached: the question is treated as unknown")
+                s.output(route="retrieve-then-read", reason="depth limit")
+                answer, passages = self.retrieve_then_read(q, retriever)
+            else:
+                subs = self.decompose(q)
+                if len(subs) <= 1:
+                    s.note("the decomposition gave one sub-question or none: the question is treated as unknown")
+                    s.output(route="retrieve-then-read", reason="single sub-question")
+                    answer, passages = self.retrieve_then_read(q, retriever)
+                else:
+                    results = self.solve_all(subs, depth + 1, retriever)
+                    answer = self.combine(q, subs, [a for a, _ in results])
+                    passages = [p for _, ps in results for p in ps]
+            s.output(answer=answer)
+            return answer, passages
+
+    def solve_all(self, subs: list[str], depth: int, retriever: TracedRetriever) -> list[tuple[str, list[Passage]]]:
+        """The sub-questions of one level, concurrently where the backend allows (results in order)."""
+        width = max(1, min(len(subs), self.llm.max_concurrency))
+        if width == 1:
+            return [self.solve(x, depth, retriever) for x in subs]
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            return [f.result() for f in [submit(pool, self.solve, x, depth, retriever) for x in subs]]
+
+    # -- the sub-functions -----------------------------------------------------------------------------------
+    def confidence(self, q: str) -> float:
+        with step("confidence", measure=self.config.confidence) as s:
+            if self.config.confidence == "prob":
+                gen = self._gen(PROB_CONFIDENCE_PROMPT.format(question=q), logprobs=True, stop=["\n"])
+                comp = gen.completions[0]
+                prob = comp.mean_prob
+                if prob is None:
+                    s.note("the backend returned no token logprobs: confidence 0")
+                s.output(raw=comp.text, confidence=prob or 0.0)
+                return prob or 0.0
+            raw = self._gen(VERB_CONFIDENCE_PROMPT.format(question=q), max_tokens=48,
+                            stop=["\nQuestion:", "\n\n"]).text
+            c, answer = parse_verbal_confidence("Answer:" + raw)
+            if c is None:
+                s.note("no confidence number in the reply: treated as 0")
+            s.output(raw=raw, answer=answer, confidence=c if c is not None else 0.0)
+            return c if c is not None else 0.0
+
+    def decompose(self, q: str) -> list[str]:
+        with step("decompose", question=q) as s:
+            raw = self._gen(DECOMPOSE_PROMPT.format(question=q), max_tokens=120, stop=["\nQuestion:", "\n\n\n"]).text
+            subs = [x for x in parse_subquestions(raw, self.config.max_subquestions)
+                    if normalize_answer(x) != normalize_answer(q)]
+            s.output(raw=raw, subquestions=subs)
+            return subs
+
+    def read(self, q: str, passage: str) -> str:
+        out = self._gen(READ_PROMPT.format(passages=passage, question=q), stop=["\n\n"]).text
+        return extract_answer("The answer is " + out.lstrip())[0]
+
+    def retrieve_then_read(self, q: str, retriever: TracedRetriever) -> tuple[str, list[Passage]]:
+        with step("retrieve-then-read", question=q) as s:
+            passages = retriever.search(q, self.config.k)
+            text = " ".join(p.render(None, max_words=self.config.max_passage_words) for p in passages)
+            answer = self.read(q, text or "(no passage found)")
+            s.output(passages=[p.id for p in passages], answer=answer)
+            return answer, passages
+
+    def generate_then_read(self, q: str) -> tuple[str, list[Passage]]:
+        with step("generate-then-read", question=q) as s:
+            doc = self._gen(GENERATE_PROMPT.format(question=q), max_tokens=self.config.document_tokens).text.strip()
+            answer = self.read(q, doc or "(no document)")
+            s.output(document=doc, answer=answer)
+            return answer, []
+
+    def combine(self, q: str, subs: list[str], answers: list[str]) -> str:
+        with step("combine-sub-qas", question=q) as s:
+            sub_qas = "\n".join(f"{sq} {a or '(unknown)'}" for sq, a in zip(subs, answers))
+            raw = self._gen(COMBINE_PROMPT.format(question=q, sub_qas=sub_qas), stop=["\n\n", "\nQuestion:"]).text
+            answer = extract_answer(raw)[0]
+            s.output(raw=raw, answer=answer)
+            return answer

@@ -1,0 +1,254 @@
+"""GenSco: sub-question parsing, the greedy selection and every stop rule with a scripted
+generator and scorer, the scorer prompts (Tables 8, 9), and end-to-end runs on the embedded model."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods import build_method
+from hopqa.methods.base import MethodError
+from hopqa.methods.gensco import GenSco, GenScoConfig, parse_subquestion
+from hopqa.retrieval.pool import CandidatePool
+from hopqa.types import Passage
+
+PASSAGES = [
+    Passage("d", "Paris", "Paris is the capital of France."),
+    Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County."),
+    Passage("b", "Mountrail County", "Stanley is the county seat of Mountrail County."),
+]
+POOL = CandidatePool(PASSAGES)
+Q = "What is the seat of the county where Van Hook Township is located?"
+Q1 = "Which county is Van Hook Township in?"
+Q2 = "What is the county seat of Mountrail County?"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<FIN></FIN>", None), ("  </FIN>", None), ("FIN", None), ("<fin>", None), ("", None), ("\n\n", None),
+    (" Who is X?", "Who is X?"), ("Subquestion 2: Who is X?", "Who is X?"),
+    ("Who is X?\nSubcontext 2: X is Y.", "Who is X?"), ("Who is X? Subcontext 2: X is Y.", "Who is X?"),
+])
+def test_parse_subquestion(text, expected):
+    assert parse_subquestion(text) == expected
+
+
+def last_passage(context: str) -> str:
+    """The candidate passage of a Table 9 prompt: the last context line before 'Question:'."""
+    line = context.rsplit("\nQuestion:", 1)[0].splitlines()[-1]
+    return line.removeprefix("Context: ")
+
+
+def overlap_scorer(calls: list | None = None, stop_prefers_shorter: bool = False):
+    """Per-token logprob -0.1 per continuation word found in the candidate passage, else -3."""
+    def score(context: str, continuation: str) -> list[float]:
+        if calls is not None:
+            calls.append((context, continuation))
+        words = re.findall(r"\w+", continuation.lower())
+        if context.startswith("Generate a question given its complete decomposition"):
+            n_sub = context.count("?")  # sub-questions in the decomposition
+            return [(-1.0 - 0.5 * n_sub) if stop_prefers_shorter else (-3.0 + 0.5 * n_sub)] * len(words)
+        cand = last_passage(context).lower()
+        return [-0.1 if w in cand else -3.0 for w in words]
+    return score
+
+
+def gensco(generator_replies, scorer=None, concurrency=1, **cfg) -> tuple[GenSco, ScriptedLLM]:
+    def reply(request):
+        t = request.text()
+        if t.startswith("I am going to give you a question"):
+            return generator_replies.pop(0) if generator_replies else "<FIN></FIN>"
+        if t.startswith("Answer the question given the context"):
+            return " Stanley"
+        raise AssertionError(t[:80])
+
+    llm = ScriptedLLM(replies=reply, scorer=scorer or overlap_scorer(), max_concurrency=concurrency,
+                      delay=0.05 if concurrency > 1 else 0.0)
+    method = GenSco(llm, POOL, GenScoConfig(shots=0).update(**cfg))
+    return method, llm
+
+
+def levels(ans):
+    return ans.trace.root.find("level")
+
+
+def test_max_selects_a_passage_per_subquestion_in_order_and_stops_on_fin():
+    method, llm = gensco([Q1, Q2, "<FIN></FIN>"])
+    ans = method.answer(Q)
+    assert ans.error is None and ans.answer == "Stanley"
+    assert [p.id for p in ans.passages] == ["a", "b"]
+    sel = ans.trace.root.find("select")[0]
+    assert sel.outputs["stop_reason"] == "<FIN></FIN>" and sel.outputs["subquestions"] == [Q1, Q2]
+    first = levels(ans)[0].outputs
+    assert first["subquestion"] == Q1 and first["chosen"] == "a" and len(first["scores"]) == 3
+    assert min(first["scores"], key=lambda s: s["nll"])["id"] == "a"
+    # the answer prompt shows the passages in selection order
+    answer_prompt = [r.text() for r in llm.requests if r.text().startswith("Answer the question")][0]
+    assert answer_prompt.index("Van Hook Township |") < answer_prompt.index("Mountrail County |")
+    # the second decomposition prompt carries the first (sub-question, passage) pair
+    second = [r.text() for r in llm.requests if r.text().startswith("I am going")][1]
+    assert second.endswith(f"Subquestion 1: {Q1}\nSubcontext 1: {PASSAGES[1].render()}\nSubquestion 2:")
+
+
+def test_repeated_subquestion_and_max_levels_stop():
+    method, _ = gensco([Q1, " " + Q1.upper()])
+    ans = method.answer(Q)
+    assert ans.trace.root.find("select")[0].outputs["stop_reason"] == "repeated sub-question"
+    assert [p.id for p in ans.passages] == ["a"]
+    method, _ = gensco([Q1, Q2, "Who else?"], max_levels=2)
+    ans = method.answer(Q)
+    assert ans.trace.root.find("select")[0].outputs["stop_reason"] == "max_levels (2)" and len(levels(ans)) == 2
+
+
+def test_stop_variant_uses_the_likelihood_criterion():
+    # Q is less likely with two sub-questions than with one: stop at level 2, before scoring
+    method, _ = gensco([Q1, Q2], scorer=overlap_scorer(stop_prefers_shorter=True), variant="stop")
+    ans = method.answer(Q)
+    sel = ans.trace.root.find("select")[0]
+    assert sel.outputs["stop_reason"] == "likelihood (Eq. 1)" and [p.id for p in ans.passages] == ["a"]
+    lv2 = levels(ans)[1].outputs
+    assert lv2["stop_nll_with"] > lv2["stop_nll_without"] and "scores" not in lv2
+    assert "stop_nll_with" not in levels(ans)[0].outputs  # checked from level 2 (stop_from_level)
+    # the same run as -max goes on
+    method, _ = gensco([Q1, Q2], scorer=overlap_scorer(stop_prefers_shorter=True), variant="max")
+    assert [p.id for p in method.answer(Q).passages] == ["a", "b"]
+    # and -stop goes on when the extra sub-question makes Q more likely
+    method, _ = gensco([Q1, Q2], scorer=overlap_scorer(stop_prefers_shorter=False), variant="stop")
+    assert [p.id for p in method.answer(Q).passages] == ["a", "b"]
+
+
+def test_no_qd_scores_with_the_question_and_stops_when_the_best_repeats():
+    method, llm = gensco([], variant="no-qd")
+    ans = method.answer(Q)
+    assert not any(r.text().startswith("I am going") for r in llm.requests)  # no decomposition
+    sel = ans.trace.root.find("select")[0]
+    assert sel.outputs["stop_reason"] == "best passage already selected"
+    first, second = (lv.outputs for lv in levels(ans))
+    assert second["chosen"] == first["chosen"] and [p.id for p in ans.passages] == [first["chosen"]]
+    assert sel.outputs["subquestions"] == [Q]
+
+
+def test_keep_selected_switch():
+    method, _ = gensco([Q1, Q1 + " again"], keep_selected=False)
+    ans = method.answer(Q)
+    assert len(levels(ans)[1].outputs["scores"]) == 2 and "a" not in [s["id"] for s in levels(ans)[1].outputs["scores"]]
+    method, _ = gensco([Q1, Q1 + " again"], keep_selected=True)
+    ans = method.answer(Q)
+    assert levels(ans)[1].outputs["chosen"] == "a" and [p.id for p in ans.passages] == ["a"]  # once in the context
+
+
+def test_scorer_prompts_tables_8_and_9_and_continuation_only():
+    calls = []
+    method, _ = gensco([Q1, Q2], scorer=overlap_scorer(calls), variant="stop")
+    method.answer(Q)
+    table9 = [c for c in calls if c[0].startswith("Generate a question based on the context.")]
+    assert (f"Generate a question based on the context.\nContext: {PASSAGES[0].render()}\nQuestion:", " " + Q1) in table9
+    level2 = [c for c in table9 if c[1] == " " + Q2]
+    assert len(level2) == 3 and (f"Generate a question based on the context.\nContext: {PASSAGES[1].render()}\n"
+                                 f"{PASSAGES[2].render()}\nQuestion:") in [c[0] for c in level2]
+    table8 = [c for c in calls if c[0].startswith("Generate a question given its complete decomposition")]
+    assert table8 == [
+        ("Generate a question given its complete decomposition into subquestions along with the context containing "
+         f"answers to these subquestions.\nContext: {PASSAGES[1].render()}\nDecomposition: {Q1} {Q2}\nQuestion:", " " + Q),
+        ("Generate a question given its complete decomposition into subquestions along with the context containing "
+         f"answers to these subquestions.\nContext: {PASSAGES[1].render()}\nDecomposition: {Q1}\nQuestion:", " " + Q),
+    ]
+
+
+def test_mean_versus_sum_nll():
+    # candidate "d" matches one word of a two-word continuation... a longer continuation favours mean
+    def scorer(context, continuation):
+        cand = last_passage(context)
+        if cand.startswith("Paris"):
+            return [-0.5]  # one cheap token
+        if cand.startswith("Van Hook"):
+            return [-0.3, -0.3, -0.3]  # lower mean, higher sum
+        return [-5.0]
+
+    m, _ = gensco([Q1], scorer=scorer, nll="mean")
+    assert levels(m.answer(Q))[0].outputs["chosen"] == "a"
+    s, _ = gensco([Q1], scorer=scorer, nll="sum")
+    assert levels(s.answer(Q))[0].outputs["chosen"] == "d"
+
+
+def test_shuffled_answers_from_the_same_passages_in_another_order():
+    ids = set()
+    for seed in range(6):
+        method, llm = gensco([Q1, Q2, "Where is Paris?"], shuffled=True, seed=seed)
+        ans = method.answer(Q)
+        step = ans.trace.root.find("answer")[0].outputs
+        assert sorted(step["passages"]) == ["a", "b", "d"] and step["shuffled"] is True
+        assert [p.id for p in ans.passages] == step["passages"]
+        ids.add(tuple(step["passages"]))
+    assert len(ids) > 1  # the order really changes with the seed
+
+
+def test_candidate_scoring_is_one_concurrent_batch():
+    method, llm = gensco([Q1], concurrency=4)
+    assert method.answer(Q).error is None
+    assert llm.max_in_flight >= 2
+
+
+def test_a_scorer_without_loglikelihood_fails_at_start():
+    generator = ScriptedLLM(replies=["x"])
+    with pytest.raises(MethodError, match="loglikelihood"):
+        GenSco(generator, POOL)
+    with pytest.raises(MethodError, match="variant"):
+        GenSco(ScriptedLLM(replies=[], scorer=overlap_scorer()), POOL, GenScoConfig(variant="best"))
+    # a separate scorer makes a generate-only generator usable
+    m = build_method("gensco-max", generator, POOL, components={"scorer": ScriptedLLM(scorer=overlap_scorer())})
+    assert m.scorer.supports("loglikelihood")
+    with pytest.raises(MethodError, match="takes no scorer"):
+        build_method("direct", generator, components={"scorer": generator})
+
+
+def test_empty_pool_answers_without_context():
+    method, _ = gensco([Q1])
+    ans = method.answer(Q, retriever=CandidatePool([]))
+    assert ans.error is None and ans.passages == []
+    assert ans.trace.root.find("select")[0].outputs["stop_reason"] == "no candidate passage"
+
+
+def test_gensco_metrics_in_the_evaluation(tmp_path):
+    from hopqa.evaluation.runner import evaluate, read_results
+    from hopqa.types import Example
+
+    gold = [Passage("a", PASSAGES[1].title, PASSAGES[1].text, is_supporting=True),
+            Passage("b", PASSAGES[2].title, PASSAGES[2].text, is_supporting=True), PASSAGES[0]]
+    method, _ = gensco([Q1, Q2, "<FIN></FIN>"])
+    ex = Example(id="x", question=Q, answers=["Stanley"], dataset="toy", split="dev", paragraphs=gold)
+    evaluate(method, [ex], tmp_path / "run", progress=False)
+    m = read_results(tmp_path / "run" / "results.jsonl")["x"]["metrics"]
+    assert m["em"] == 1.0 and m["precision"] == 1.0 and m["recall"] == 1.0
+    assert m["support_precision"] == 1.0 and m["support_recall"] == 1.0 and m["k_precision"] == 1.0
+    assert m["support_f1"] == 1.0
+
+
+# -- the real thing -----------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_gensco_scores_with_the_embedded_model(smollm2):
+    method = build_method("gensco-max", smollm2, POOL)
+    nll = method.score_passages(Q1, [], PASSAGES)
+    direct = smollm2.loglikelihood(f"Generate a question based on the context.\nContext: {PASSAGES[1].render()}\nQuestion:",
+                                   " " + Q1)
+    assert nll[1] == pytest.approx(-direct.mean, abs=1e-3)
+    assert len(direct.token_logprobs) == len(smollm2._llm.tokenize((" " + Q1).encode(), add_bos=False))
+    assert nll[1] < nll[0]  # the Van Hook passage explains the Van Hook sub-question better than Paris
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["adversarial_hotpotqa", "2wikimultihopqa"])
+def test_gensco_end_to_end(smollm2, data_dir, dataset):
+    from hopqa.datasets import load_dataset
+
+    ex = load_dataset(dataset, "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("gensco-stop", smollm2, max_levels=3)
+    ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    assert ans.error is None, ans.error
+    sel = ans.trace.root.find("select")[0]
+    assert sel.outputs["stop_reason"]
+    first = ans.trace.root.find("level")[0].outputs
+    assert len(first.get("scores", [])) == len(ex.paragraphs) or "stop" in first
+    assert {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}
+    assert ans.usage.llm_calls >= 2

@@ -1,0 +1,209 @@
+"""Self-DC: confidence parsing, routing boundaries, recursion and its depth cap, the GenRead and
+Retrieve-then-Read special cases, and end-to-end runs on the embedded model."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods import build_method
+from hopqa.methods.base import MethodError
+from hopqa.methods.self_dc import SelfDC, SelfDCConfig, parse_subquestions, parse_verbal_confidence, route
+from hopqa.retrieval.pool import CandidatePool
+from hopqa.types import Passage
+
+POOL = CandidatePool([
+    Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County."),
+    Passage("b", "Mountrail County", "Stanley is the county seat of Mountrail County."),
+    Passage("c", "Paris", "Paris is the capital of France."),
+])
+Q = "What is the seat of the county where Van Hook Township is located?"
+
+
+@pytest.mark.parametrize("text, conf, answer", [
+    ("Answer: Paris\nConfidence (0-100): 80%", 0.8, "Paris"),
+    ("Answer: Paris\nConfidence (0-100): 80", 0.8, "Paris"),
+    ("Answer: Paris Confidence: 95", 0.95, "Paris"),
+    ("Answer: Paris\nI am 60% sure.", 0.6, "Paris"),
+    ("Answer: Paris\nConfidence (0-100): 0.7", 0.7, "Paris"),
+    ("Answer: Paris\nConfidence (0-100): 250%", 1.0, "Paris"),
+    ("75", 0.75, "75"),
+    ("Answer: Paris\nConfidence (0-100): [Your confidence level]", None, "Paris"),  # missing
+    ("Answer: Born in 1990", None, "Born in 1990"),  # a year is not a confidence
+    ("", None, ""),
+])
+def test_parse_verbal_confidence(text, conf, answer):
+    c, a = parse_verbal_confidence(text)
+    assert (c == pytest.approx(conf) if conf is not None else c is None) and a == answer
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("#1: Which county is Van Hook in?, #2: What is its seat?", ["Which county is Van Hook in?", "What is its seat?"]),
+    ("#1: Who is A?\n#2: Who is B?\n#3: Who is A?", ["Who is A?", "Who is B?"]),
+    ("1. Who is A?\n2. Who is B?", ["Who is A?", "Who is B?"]),
+    ("#1: Who is A? (this is the key part)", ["Who is A?"]),
+    ("I cannot divide this question.", ["I cannot divide this question."]),
+    ("", []),
+])
+def test_parse_subquestions(text, expected):
+    assert parse_subquestions(text) == expected
+
+
+@pytest.mark.parametrize("c, expected", [
+    (0.0, "retrieve-then-read"), (0.3, "retrieve-then-read"),     # c = α − β retrieves
+    (0.30001, "decompose"), (0.4, "decompose"), (0.49999, "decompose"),
+    (0.5, "generate-then-read"), (1.0, "generate-then-read"),      # c = α + β generates
+])
+def test_routing_boundaries_verb_defaults(c, expected):
+    assert route(c, 0.4, 0.1) == expected
+
+
+def test_routing_boundaries_prob_defaults_and_special_cases():
+    assert route(0.5, 0.6, 0.1) == "retrieve-then-read" and route(0.7, 0.6, 0.1) == "generate-then-read"
+    assert route(0.6, 0.6, 0.1) == "decompose"
+    assert all(route(c, 0.0, 0.0) == "generate-then-read" for c in (0.0, 0.5, 1.0))   # GenRead
+    assert all(route(c, 1.0, 0.0) == "retrieve-then-read" for c in (0.0, 0.5, 1.0))   # Retrieve-then-Read
+
+
+def scripted(conf: dict[str, str], concurrency: int = 1, **cfg) -> tuple[SelfDC, ScriptedLLM]:
+    """Confidence per question text (default 40: uncertain), decompositions for the main question."""
+    def reply(request):
+        t = request.text()
+        if t.startswith("Please read the question, give the answer"):
+            q = t.split("Question: ")[-1].split("\n")[0]
+            return f" X\nConfidence (0-100): {conf.get(q, '40')}%"
+        if t.startswith("Please answer the following question"):
+            return " Stanley"
+        if t.startswith("Please read the question, divide"):
+            q = t.split("Question: ")[-1].split("\n")[0]
+            if q == Q:
+                return " #1: Which county is Van Hook Township in?, #2: What is the seat of Mountrail County?"
+            return f" #1: {q}"  # cannot be divided further
+        if t.startswith("Generate a background document"):
+            return "Stanley is the seat of Mountrail County."
+        if t.startswith("Refer to the passage below"):
+            if "Which county" in t.split("Question:")[-1]:
+                return " Mountrail County"
+            return " Stanley"
+        if t.startswith("Question:"):
+            return " Stanley"
+        raise AssertionError(t[:80])
+
+    llm = ScriptedLLM(replies=reply, max_concurrency=concurrency, delay=0.05 if concurrency > 1 else 0.0)
+    return SelfDC(llm, POOL, SelfDCConfig().update(**cfg)), llm
+
+
+def nodes(ans):
+    return ans.trace.root.find("self-dc")
+
+
+def test_uncertain_question_is_decomposed_and_sub_answers_combined():
+    method, llm = scripted({Q: "40", "Which county is Van Hook Township in?": "10",
+                            "What is the seat of Mountrail County?": "90"})
+    ans = method.answer(Q)
+    assert ans.error is None and ans.answer == "Stanley"
+    top, sub1, sub2 = nodes(ans)
+    assert top.outputs["route"] == "decompose" and top.outputs["confidence"] == 0.4
+    assert (sub1.inputs["depth"], sub1.outputs["route"], sub1.outputs["answer"]) == (1, "retrieve-then-read", "Mountrail County")
+    assert (sub2.outputs["route"], sub2.outputs["answer"]) == ("generate-then-read", "Stanley")
+    combine = [r.text() for r in llm.requests if r.text().startswith("Question:")][0]
+    assert "Which county is Van Hook Township in? Mountrail County\nWhat is the seat of Mountrail County? Stanley" in combine
+    assert ans.usage.retrieval_calls == 1  # only the unknown sub-question retrieved
+    assert [p.id for p in ans.passages][:1] == ["a"]
+
+
+def test_recursion_depth_cap_and_single_subquestion():
+    # every question stays uncertain: depth 0 decomposes, depth 1 sub-questions cannot be divided
+    method, _ = scripted({})
+    ans = method.answer(Q)
+    subs = [n for n in nodes(ans) if n.inputs["depth"] == 1]
+    assert len(subs) == 2 and all(n.outputs["reason"] == "single sub-question" for n in subs)
+    # with t = 0 the uncertain question is not decomposed at all
+    method, llm = scripted({}, depth=0)
+    ans = method.answer(Q)
+    assert nodes(ans)[0].outputs["reason"] == "depth limit" and len(nodes(ans)) == 1
+    assert not any(r.text().startswith("Please read the question, divide") for r in llm.requests)
+    # t = 1: the sub-questions are at the cap, they retrieve without trying to divide
+    method, llm = scripted({}, depth=1)
+    ans = method.answer(Q)
+    assert max(n.inputs["depth"] for n in nodes(ans)) == 1
+    assert sum(r.text().startswith("Please read the question, divide") for r in llm.requests) == 1
+    assert all(n.outputs["reason"] == "depth limit" for n in nodes(ans) if n.inputs["depth"] == 1)
+
+
+def test_genread_and_retrieve_then_read_special_cases():
+    for c in ("0", "50", "100"):
+        method, llm = scripted({Q: c}, alpha=0.0, beta=0.0)
+        ans = method.answer(Q)
+        assert [n.outputs["route"] for n in nodes(ans)] == ["generate-then-read"] and ans.usage.retrieval_calls == 0
+        method, llm = scripted({Q: c}, alpha=1.0, beta=0.0)
+        ans = method.answer(Q)
+        assert [n.outputs["route"] for n in nodes(ans)] == ["retrieve-then-read"] and ans.usage.retrieval_calls == 1
+        assert not any(r.text().startswith(("Please read the question, divide", "Generate a background"))
+                       for r in llm.requests)
+
+
+def test_missing_confidence_counts_as_zero_and_is_noted():
+    method, _ = scripted({Q: "[Your confidence level]"})
+    ans = method.answer(Q)
+    conf = ans.trace.root.find("confidence")[0]
+    assert conf.outputs["confidence"] == 0.0 and any("treated as 0" in e["message"] for e in conf.events)
+    assert nodes(ans)[0].outputs["route"] == "retrieve-then-read"
+
+
+def test_prob_confidence_needs_logprobs():
+    with pytest.raises(MethodError, match="logprobs"):
+        SelfDC(ScriptedLLM(replies=[]), POOL, SelfDCConfig(confidence="prob"))
+    with pytest.raises(MethodError, match="confidence"):
+        SelfDC(ScriptedLLM(replies=[]), POOL, SelfDCConfig(confidence="vibes"))
+    with_logprobs = ScriptedLLM(replies=[], capabilities={"generate", "logprobs"})
+    assert SelfDC(with_logprobs, POOL, SelfDCConfig(confidence="prob")).alpha == 0.6
+    assert SelfDC(with_logprobs, POOL, SelfDCConfig(confidence="prob", alpha=0.3)).alpha == 0.3
+
+
+def test_subquestions_of_a_level_run_concurrently():
+    method, llm = scripted({Q: "40", "Which county is Van Hook Township in?": "10",
+                            "What is the seat of Mountrail County?": "10"}, concurrency=2)
+    assert method.answer(Q).error is None
+    assert llm.max_in_flight == 2
+
+
+# -- the real thing -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def smollm2_logprobs():
+    """SmolLM2 with logits_all on: the embedded backend then returns token logprobs ('prob')."""
+    from hopqa.llm.llamacpp import EmbeddedConfig, LlamaCppLLM
+
+    llm = LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=2048, logits_all=True))
+    yield llm
+    llm.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("confidence", ["verb", "prob"])
+def test_self_dc_end_to_end(request, data_dir, confidence):
+    from hopqa.datasets import load_dataset
+
+    llm = request.getfixturevalue("smollm2" if confidence == "verb" else "smollm2_logprobs")
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("self-dc", llm, confidence=confidence, max_tokens=24, document_tokens=64)
+    ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    assert ans.error is None, ans.error
+    top = nodes(ans)[0]
+    assert 0.0 <= top.outputs["confidence"] <= 1.0 and top.outputs["route"] in (
+        "retrieve-then-read", "generate-then-read", "decompose")
+    assert ans.usage.retrieval_calls == sum(1 for n in ans.trace.root.find("retrieve-then-read"))
+    if confidence == "prob":  # a real mean token probability, not the 0 fallback
+        assert 0.0 < ans.trace.root.find("confidence")[0].outputs["confidence"] <= 1.0
+
+
+@pytest.mark.slow
+def test_genread_special_case_matches_genread_on_the_embedded_model(smollm2):
+    q = "Who wrote the novel Nineteen Eighty-Four?"
+    sdc = build_method("self-dc", smollm2, POOL, alpha=0.0, beta=0.0, temperature=0.0, top_p=1.0,
+                       document_tokens=64, max_tokens=32)
+    gr = build_method("genread", smollm2, document_tokens=64, max_tokens=32)
+    a, b = sdc.answer(q), gr.answer(q)
+    assert a.error is None and b.error is None
+    assert a.trace.root.find("generate-then-read")[0].outputs["document"] == b.passages[0].text
+    assert a.answer == b.answer
