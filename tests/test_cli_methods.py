@@ -69,3 +69,14 @@ def test_demos_command_bootstraps_and_resumes(tmp_path, hopqa_home, demo_index, 
     assert len(files) == 1 and len(files[0].read_text().splitlines()) == 1
     again = hopqa(*args, home=hopqa_home)
     assert again.returncode == 0 and len(files[0].read_text().splitlines()) == 1
+
+
+def test_eval_hgot(tmp_path, data_dir, hopqa_home):
+    r = hopqa("eval", "--dataset", "musique", "--method", "hgot", "--limit", "1", "--llm", SMOL, "--no-progress",
+              "--data-dir", str(data_dir), "--set", "depth=1", "--set", "samples=1", "--set", "max_steps=2",
+              "--set", "citation_quality=false", "--set", "entailment_delta=false", "--k", "3",
+              "--out", str(tmp_path / "runs"), home=hopqa_home)
+    assert r.returncode == 0, r.stderr
+    rec = _records(tmp_path / "runs" / "musique-dev-distractor" / "hgot")[0]
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["trace"]["children"][0]["kind"] == "traverse" and "| hgot |" in r.stdout

@@ -27,7 +27,7 @@ Q2 = "What is the county seat of Mountrail County?"
 
 @pytest.mark.parametrize("text, expected", [
     ("<FIN></FIN>", None), ("  </FIN>", None), ("FIN", None), ("<fin>", None), ("", None), ("\n\n", None),
-    (" Who is X?", "Who is X?"), ("Subquestion 2: Who is X?", "Who is X?"),
+    (" Who is X?", "Who is X?"), ("Subquestion 2: Who is X?", "Who is X?"), ("Question: Who is X?", "Who is X?"),
     ("Who is X?\nSubcontext 2: X is Y.", "Who is X?"), ("Who is X? Subcontext 2: X is Y.", "Who is X?"),
 ])
 def test_parse_subquestion(text, expected):

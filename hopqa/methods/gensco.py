@@ -72,7 +72,7 @@ from hopqa.types import Passage
 
 VARIANTS = ("max", "stop", "no-qd")
 _FIN = re.compile(r"<\s*/?\s*fin\s*>|^\s*fin\s*$", re.IGNORECASE)
-_ECHO = re.compile(r"^\s*(?:sub\s*question|subquestion)\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
+_ECHO = re.compile(r"^\s*(?:sub\s*question|subquestion|question)\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
 
 
 @dataclass

@@ -235,8 +235,8 @@ class SelfDC(Method):
                     s.note("the backend returned no token logprobs: confidence 0")
                 s.output(raw=comp.text, confidence=prob or 0.0)
                 return prob or 0.0
-            raw = self._gen(VERB_CONFIDENCE_PROMPT.format(question=q), max_tokens=48,
-                            stop=["\nQuestion:", "\n\n"]).text
+            # no stop at a blank line: small models often put one between the answer and the confidence
+            raw = self._gen(VERB_CONFIDENCE_PROMPT.format(question=q), max_tokens=48, stop=["\nQuestion:"]).text
             c, answer = parse_verbal_confidence("Answer:" + raw)
             if c is None:
                 s.note("no confidence number in the reply: treated as 0")
