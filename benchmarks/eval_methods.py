@@ -2,14 +2,17 @@
 
     .venv/bin/python benchmarks/eval_methods.py [--dataset musique] [--limit 20]
         [--llm embedded:smollm2-135m] [--setting distractor] [--out runs/bench]
-        [--methods a,b,...] [--set METHOD:KEY=VALUE ...]
+        [--methods a,b,...] [--set METHOD:KEY=VALUE ...] [--cache]
 
 Runs ``hopqa eval`` (resumable: re-running continues where it stopped) and prints a table of
 EM / F1 / token precision and recall / supporting-paragraph recall, precision and F1 /
 K-precision / LLM calls / tokens / retrieval calls / seconds per question, plus the machine it
 ran on. ``--set hgot:samples=2`` passes an option to one method (that method then runs in its
 own ``hopqa eval`` call). By default every registered method runs, HGOT with its
-``CHEAP_HGOT`` options (its defaults cost minutes per question on the embedded model).
+``CHEAP_HGOT`` options (its defaults cost minutes per question on the embedded model), and the
+LLM response cache is bypassed (``--no-cache``) so that one method's timings never profit from
+another's identical calls (GenSco-stop scores the same prompts as GenSco-max); ``--cache``
+allows it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def main() -> None:
     ap.add_argument("--methods", default=",".join(sorted(METHODS)))
     ap.add_argument("--out", default="runs/bench")
     ap.add_argument("--set", action="append", default=None, metavar="METHOD:KEY=VALUE")
+    ap.add_argument("--cache", action="store_true", help="use the LLM response cache (timings then depend on "
+                    "what earlier runs cached)")
     args = ap.parse_args()
     sets = args.set if args.set is not None else CHEAP_HGOT
     per_method: dict[str, list[str]] = {}
@@ -50,7 +55,7 @@ def main() -> None:
     t0 = time.time()
     base_cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", args.dataset, "--split", args.split,
                 "--setting", args.setting, "--limit", str(args.limit), "--llm", args.llm,
-                "--out", args.out, "--no-progress"]
+                "--out", args.out, "--no-progress", *([] if args.cache else ["--no-cache"])]
     groups = ([plain] if plain else []) + [[m] for m in names if m in per_method]
     for group in groups:
         extra = per_method.get(group[0], []) if len(group) == 1 else []
@@ -59,7 +64,8 @@ def main() -> None:
     base = Path(args.out) / f"{args.dataset}-{args.split}-{args.setting}"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; {args.dataset}/{args.split} {args.setting}, {args.limit} questions; "
-          f"wall {wall / 60:.1f} min (cached calls are free on a re-run)")
+          f"wall {wall / 60:.1f} min (this invocation; finished questions are skipped on a re-run); "
+          f"LLM response cache {'on' if args.cache else 'off'}")
     print("| method | EM | F1 | tok. P / R | sup. R / P / F1 | K-prec | LLM calls/q | prompt tok/q | compl. tok/q "
           "| retrievals/q | s/q | failed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

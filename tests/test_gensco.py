@@ -29,6 +29,15 @@ Q2 = "What is the county seat of Mountrail County?"
     ("<FIN></FIN>", None), ("  </FIN>", None), ("FIN", None), ("<fin>", None), ("", None), ("\n\n", None),
     (" Who is X?", "Who is X?"), ("Subquestion 2: Who is X?", "Who is X?"), ("Question: Who is X?", "Who is X?"),
     ("Who is X?\nSubcontext 2: X is Y.", "Who is X?"), ("Who is X? Subcontext 2: X is Y.", "Who is X?"),
+    # SmolLM2-135M on MuSiQue dev (benchmark traces): it restarts an example with the question
+    ("Question: What is the seat of the county where Van Hook Township is located?\nSubquestion 1:",
+     "What is the seat of the county where Van Hook Township is located?"),
+    ('Question: What are the other books from the author of "The Good Earth"?\n'
+     'Subquestion 1: Who is the author of the book "The Good Earth"?',
+     'Who is the author of the book "The Good Earth"?'),
+    ("Question: Which movie came out first?\nSubquestion 1: <FIN></FIN>", "Which movie came out first?"),
+    ("1. The seat of the county where Van Hook Township is located is Van Hook Township.\n2. The seat of",
+     "1. The seat of the county where Van Hook Township is located is Van Hook Township."),
 ])
 def test_parse_subquestion(text, expected):
     assert parse_subquestion(text) == expected

@@ -73,6 +73,8 @@ from hopqa.types import Passage
 VARIANTS = ("max", "stop", "no-qd")
 _FIN = re.compile(r"<\s*/?\s*fin\s*>|^\s*fin\s*$", re.IGNORECASE)
 _ECHO = re.compile(r"^\s*(?:sub\s*question|subquestion|question)\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
+_QUESTION_ECHO = re.compile(r"^\s*question\s*:", re.IGNORECASE)
+_SUBQUESTION_LINE = re.compile(r"^\s*sub\s*question\s*\d+\s*:(.*)$", re.IGNORECASE)
 
 
 @dataclass
@@ -94,16 +96,26 @@ class GenScoConfig(MethodConfig):
 
 def parse_subquestion(text: str) -> str | None:
     """The generator's next sub-question (first non-empty line, a repeated ``Subquestion k:``
-    prefix removed); ``None`` for ``<FIN></FIN>`` (any spelling) or nothing at all."""
-    for line in text.splitlines():
-        line = _ECHO.sub("", line).strip()
-        if not line:
-            continue
-        if _FIN.search(line):
-            return None
-        line = re.split(r"\s*(?:subcontext|subquestion)\s*\d+\s*:", line, flags=re.IGNORECASE)[0].strip()
-        return line or None
-    return None
+    prefix removed); ``None`` for ``<FIN></FIN>`` (any spelling) or nothing at all.
+
+    Small models often start a new example instead of continuing ("Question: <the question
+    again>\nSubquestion 1: <a real sub-question>"): an echoed ``Question:`` line gives way to
+    the first non-empty ``Subquestion k:`` line after it, if there is one."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    first = lines[0]
+    if _QUESTION_ECHO.match(first) and not _FIN.search(first):
+        for line in lines[1:]:
+            m = _SUBQUESTION_LINE.match(line)
+            if m and m.group(1).strip() and not _FIN.search(m.group(1)):
+                first = m.group(1)
+                break
+    line = _ECHO.sub("", first).strip()
+    if _FIN.search(line):
+        return None
+    line = re.split(r"\s*(?:subcontext|subquestion)\s*\d+\s*:", line, flags=re.IGNORECASE)[0].strip()
+    return line or None
 
 
 def concat(passages: list[Passage], max_words: int) -> str:
