@@ -37,6 +37,38 @@ def test_parse_verbal_confidence(text, conf, answer):
     assert (c == pytest.approx(conf) if conf is not None else c is None) and a == answer
 
 
+# Real SmolLM2-135M replies to the Table 21 prompts (benchmark traces, MuSiQue dev): it copies
+# the prompt's "e.g. 80" and phrases it freely; the confidence must still be found.
+@pytest.mark.parametrize("raw", [
+    "Your answer is correct and your confidence level is 80%.",
+    "Your answer is 80% confident.",
+    "Your answer: 80%\nYour confidence level: 80%\nYour confidence level: 80%\nYour confidence level:",
+    "Your answer is correct and provides a detailed answer. The answer is 80% confident.",
+])
+def test_parse_verbal_confidence_real_smollm2_replies(raw):
+    assert parse_verbal_confidence("Answer:" + raw)[0] == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    # a statement, not a decomposition: one item, so the caller falls back to retrieve-then-read
+    ("The territory containing Bansaan Island is located at the island of Bansaan.",
+     ["The territory containing Bansaan Island is located at the island of Bansaan."]),
+    # numbered items repeated verbatim count once
+    ("1. Adam Hammill has played for both West Ham Ajax and the team that Hammill is on.\n"
+     "2. Adam Hammill has played for both West Ham Ajax and the team that Hammill is on.\n",
+     ["Adam Hammill has played for both West Ham Ajax and the team that Hammill is on."]),
+    ("#1: The father of Empress Wang's husband is the Empress Wang herself.\n"
+     "#2: The father of Empress Wang's husband is the Empress Wang herself.\n",
+     ["The father of Empress Wang's husband is the Empress Wang herself."]),
+    ("1. The socialist candidate part of 1912 was the Socialist Party of Germany.\n"
+     "2. The answer is the Socialist Party of Germany.",
+     ["The socialist candidate part of 1912 was the Socialist Party of Germany.",
+      "The answer is the Socialist Party of Germany."]),
+])
+def test_parse_subquestions_real_smollm2_replies(raw, expected):
+    assert parse_subquestions(raw) == expected
+
+
 @pytest.mark.parametrize("text, expected", [
     ("#1: Which county is Van Hook in?, #2: What is its seat?", ["Which county is Van Hook in?", "What is its seat?"]),
     ("#1: Who is A?\n#2: Who is B?\n#3: Who is A?", ["Who is A?", "Who is B?"]),
