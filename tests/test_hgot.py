@@ -214,6 +214,79 @@ def test_hgot_with_empty_pool_does_not_crash():
     assert ans.error is None
 
 
+# -- the answer field: label parsing and the DSPy-style completion of a missing one ---------------------
+@pytest.mark.parametrize("text, answer", [
+    ("Nolan directs films [1].\nAnswer: yes", "yes"),
+    ("Nolan directs films [1].\n\nAnswer:\n\nyes.", "yes"),              # answer on a later line
+    ("Step one [1].\nFinal Answer: **Latin**", "Latin"),
+    ("It is Latin [2]. Answer: Latin", "Latin"),                          # label mid-line
+    ("It is Latin [2].\nAnswer: The answer is: Latin", "Latin"),
+    ("It is Latin [2].\nAnswer: The answer is:", ""),
+    # real SmolLM2-135M samples (HotpotQA train): no label at all, or a label cut by max_tokens
+    ("Chrisopher Nolan and Sathish Kalathil are both film directors who have collaborated with "
+     "Christopher Nolan on various projects.", ""),
+    ("1) 1992 Italian film by Ottavio Alessi\n2) 2010 Indian film by Jethro\n\nAnswer:", ""),
+])
+def test_parse_thought_answer_label(text, answer):
+    t = HGOT.parse_thought(text, 3)
+    assert t.answer == answer
+    assert "Answer" not in t.rationale
+
+
+@pytest.mark.parametrize("reply, answer", [
+    (" Stanley", "Stanley"),
+    # real SmolLM2-135M follow-up replies (HotpotQA train)
+    (" The answer is: Lester Smith", "Lester Smith"),
+    (" The answer is:", ""),
+    (" The answer is:\nno", "no"),
+    (" Question: What language were books being translated into?\nLatin", "Latin"),
+    (" Sega", "Sega"),
+    (" Let's think step by step. Both magazines are American.", "Both magazines are American"),
+])
+def test_completed_answer(reply, answer):
+    assert HGOT.completed_answer(reply) == answer
+
+
+def test_missing_answer_is_completed_by_a_follow_up_call():
+    method, llm = scripted_hgot(depth=0, samples=2)
+
+    def reply(request):
+        t = request.text()
+        if t.endswith("\nAnswer:"):
+            return " Stanley\n\nmore text"
+        return "Stanley is the county seat of Mountrail County [1]."   # no Answer: line
+
+    llm._replies = reply
+    ans = method.answer(Q)
+    assert ans.answer == "Stanley"
+    follow = [r for r in llm.requests if r.text().endswith("\nAnswer:")]
+    assert len(follow) == 2
+    assert follow[0].text().endswith("Let's think step by step. Stanley is the county seat of Mountrail County [1].\nAnswer:")
+    assert follow[0].temperature == 0.0 and "\n\n" in follow[0].stop
+    probe = ans.trace.root.find("probe")[0]
+    assert any("completed by a follow-up call" in e["message"] for e in probe.events)
+
+
+def test_a_bare_marker_is_no_answer():
+    method, llm = scripted_hgot(depth=0, samples=1)
+    llm._replies = lambda request: "The answer is:"   # real SmolLM2 sample and follow-up reply
+    ans = method.answer(Q)
+    assert ans.answer == "" and ans.error is None
+    probe = ans.trace.root.find("probe")[0]
+    assert any("1 found none" in e["message"] for e in probe.events)
+    assert any("no sample gave a parseable answer" in e["message"] for e in probe.events)
+
+
+def test_missing_answer_without_completion_falls_back_to_the_rationale():
+    method, llm = scripted_hgot(depth=0, samples=1, complete_answer=False)
+    llm._replies = lambda request: "So the answer is Stanley."
+    ans = method.answer(Q)
+    assert ans.answer == "Stanley"
+    assert not any(r.text().endswith("\nAnswer:") for r in llm.requests)
+    probe = ans.trace.root.find("probe")[0]
+    assert any("still without an answer" in e["message"] for e in probe.events)
+
+
 # -- the real thing -----------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_hgot_end_to_end_depth_2_on_musique(smollm2, data_dir):

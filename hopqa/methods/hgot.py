@@ -84,10 +84,18 @@ from hopqa.methods.hgot_quality import (
     update_sigma,
     vote,
 )
-from hopqa.methods.parsing import clean_answer
+from hopqa.llm.base import GenerationRequest
+from hopqa.methods.parsing import extract_answer
 from hopqa.runtime import TracedRetriever, submit
 from hopqa.trace import current_step, step
 from hopqa.types import Passage
+
+
+_ANSWER_LABEL = re.compile(r"(?<![a-z])answer[ \t*]*:", re.IGNORECASE)
+_COMPLETION_STOPS = ["\n\n", "\n---", "\nContext:"]
+_THINK_STEP = re.compile(r"^\s*let's think step by step\.?\s*", re.IGNORECASE)
+_ECHOED_FIELD = re.compile(r"\s*(question|rationale|context)\s*:", re.IGNORECASE)
+_BARE_MARKER = re.compile(r"(so )?the (final )?answer( is)?\s*:?|answer\s*:?", re.IGNORECASE)
 
 
 @dataclass
@@ -112,6 +120,7 @@ class HGOTConfig(MethodConfig):
     entailment_delta: bool = True
     max_passage_words: int = 80
     max_tokens: int = 160
+    complete_answer: bool = True
     demo_source: str = "paper"
     demo_selection: str = "sampling"
     num_demos: int = 2
@@ -379,6 +388,7 @@ class HGOT(Method):
         gen = self.llm.generate(prompt, n=cfg.samples, temperature=cfg.temperature if cfg.samples > 1 else 0.0,
                                 max_tokens=cfg.max_tokens, stop=["\n\n---", "\nContext:", "\nQuestion:"])
         thoughts = [self.parse_thought(t, len(context)) for t in gen.texts]
+        self.fill_missing_answers(prompt, gen.texts, thoughts, s)
         entails = self.judge.entails if cfg.citation_quality or cfg.entailment_delta else None
         for t in thoughts:
             if cfg.citation_quality and entails is not None:
@@ -406,17 +416,49 @@ class HGOT(Method):
 
     @staticmethod
     def parse_thought(text: str, n_passages: int) -> Thought:
-        """Rationale and answer of one Predict sample (answer line missing: the last line)."""
-        m = re.search(r"\n?\s*answer\s*:\s*(.*)", text, re.IGNORECASE)
-        if m:
-            rationale, answer = text[: m.start()], m.group(1).strip().splitlines()[0] if m.group(1).strip() else ""
+        """Rationale and answer of one Predict sample. The answer is read after the last
+        ``Answer:`` label (``completed_answer``: on its line or the next); no label or nothing
+        after it leaves the answer empty for ``fill_missing_answers``."""
+        matches = list(_ANSWER_LABEL.finditer(text))
+        if matches:
+            m = matches[-1]
+            rationale, answer = text[: m.start()], HGOT.completed_answer(text[m.end():])
         else:
-            lines = [x for x in text.strip().splitlines() if x.strip()]
             rationale, answer = text, ""
-            if len(lines) > 1:
-                answer = lines[-1]
-        return Thought(rationale=rationale.strip(), answer=clean_answer(answer),
+        return Thought(rationale=rationale.strip(), answer=answer,
                        statements=split_statements(rationale, n_passages))
+
+    @staticmethod
+    def completed_answer(text: str) -> str:
+        """The answer in the text after an ``Answer:`` label (a sample's or a follow-up reply's):
+        echoed ``Question:`` / ``Rationale:`` lines skipped, a leading "The answer is:" peeled
+        off (its answer may be on the next line); a bare marker is no answer."""
+        lines = [_THINK_STEP.sub("", x) for x in text.splitlines() if x.strip() and not _ECHOED_FIELD.match(x)]
+        answer, _ = extract_answer("\n".join(lines))
+        return "" if _BARE_MARKER.fullmatch(answer) else answer
+
+    def fill_missing_answers(self, prompt: str, texts: list[str], thoughts: list[Thought], s: Any) -> None:
+        """Samples that stopped before their ``Answer:`` field (small models often do, or run
+        out of tokens) get it the way DSPy, the paper's framework, gets a missing output field:
+        a greedy follow-up call on the prompt + the sample + ``Answer:`` (``complete_answer``).
+        What is still empty (or with the switch off) falls back to the rationale's
+        ``the answer is`` / first line (``parsing.extract_answer``). Both are noted in the trace."""
+        missing = [i for i, t in enumerate(thoughts) if not t.answer]
+        if not missing:
+            return
+        if self.config.complete_answer:
+            requests = [GenerationRequest.make(prompt + " " + thoughts[i].rationale + "\nAnswer:",
+                                               temperature=0.0, max_tokens=32, stop=_COMPLETION_STOPS) for i in missing]
+            for i, g in zip(missing, self.llm.map(requests)):
+                thoughts[i].answer = self.completed_answer(g.text)
+            s.note(f"{len(missing)} of {len(texts)} samples had no answer after 'Answer:': "
+                   "completed by a follow-up call (DSPy-style)")
+        rest = [i for i in missing if not thoughts[i].answer]
+        for i in rest:
+            thoughts[i].answer = self.completed_answer(thoughts[i].rationale)
+        if rest:
+            s.note(f"{len(rest)} samples still without an answer: took the rationale's answer sentence or first line "
+                   f"({sum(1 for i in rest if not thoughts[i].answer)} found none)")
 
     # -- PLAN / STOP / REWRITE ---------------------------------------------------------------------
     def plan(self, q: str, context: list[Scored]) -> nx.DiGraph:

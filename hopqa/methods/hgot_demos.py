@@ -54,7 +54,7 @@ RATIONALE_FORMAT = re.compile(r"^([^\[\.]+(\[[0-9]+\])*\.)+$")
 #: Appendix D: well-formed dependency text of a Plan demonstration.
 DEPENDENCY_FORMAT = re.compile(r"None|((\s*([Ss]tep [0-9]+) depends on ([Ss]tep [0-9]+)\.\s*)+)")
 #: Bumped when the record format or the way runs are made changes (invalidates caches).
-BOOTSTRAP_FORMAT = 1
+BOOTSTRAP_FORMAT = 5
 
 
 # -- the three demonstration kinds --------------------------------------------------------------------
