@@ -388,7 +388,7 @@ class HGOT(Method):
         gen = self.llm.generate(prompt, n=cfg.samples, temperature=cfg.temperature if cfg.samples > 1 else 0.0,
                                 max_tokens=cfg.max_tokens, stop=["\n\n---", "\nContext:", "\nQuestion:"])
         thoughts = [self.parse_thought(t, len(context)) for t in gen.texts]
-        self.fill_missing_answers(prompt, gen.texts, thoughts, s)
+        self.fill_missing_answers(prompt, thoughts, s)
         entails = self.judge.entails if cfg.citation_quality or cfg.entailment_delta else None
         for t in thoughts:
             if cfg.citation_quality and entails is not None:
@@ -437,12 +437,12 @@ class HGOT(Method):
         answer, _ = extract_answer("\n".join(lines))
         return "" if _BARE_MARKER.fullmatch(answer) else answer
 
-    def fill_missing_answers(self, prompt: str, texts: list[str], thoughts: list[Thought], s: Any) -> None:
+    def fill_missing_answers(self, prompt: str, thoughts: list[Thought], s: Any) -> None:
         """Samples that stopped before their ``Answer:`` field (small models often do, or run
         out of tokens) get it the way DSPy, the paper's framework, gets a missing output field:
         a greedy follow-up call on the prompt + the sample + ``Answer:`` (``complete_answer``).
         What is still empty (or with the switch off) falls back to the rationale's
-        ``the answer is`` / first line (``parsing.extract_answer``). Both are noted in the trace."""
+        ``the answer is`` / first line (``completed_answer``). Both are noted in the trace."""
         missing = [i for i, t in enumerate(thoughts) if not t.answer]
         if not missing:
             return
@@ -451,7 +451,7 @@ class HGOT(Method):
                                                temperature=0.0, max_tokens=32, stop=_COMPLETION_STOPS) for i in missing]
             for i, g in zip(missing, self.llm.map(requests)):
                 thoughts[i].answer = self.completed_answer(g.text)
-            s.note(f"{len(missing)} of {len(texts)} samples had no answer after 'Answer:': "
+            s.note(f"{len(missing)} of {len(thoughts)} samples had no answer after 'Answer:': "
                    "completed by a follow-up call (DSPy-style)")
         rest = [i for i in missing if not thoughts[i].answer]
         for i in rest:
