@@ -25,7 +25,6 @@ def pipeline(
     index: str | Path | None = None,
     retriever: Any = None,
     home: str | Path | None = None,
-    data_dir: str | Path | None = None,
     cache: bool = True,
     **options: Any,
 ) -> Any:
@@ -47,5 +46,5 @@ def pipeline(
         elif corpus is not None:
             retriever = load_or_build(Path(corpus), index_dir_for(Path(corpus), home_dir))
         else:
-            retriever = demo_retriever(home=home_dir, data_dir=data_dir)
+            retriever = demo_retriever(home=home_dir)
     return build_method(method, model, retriever, **options)

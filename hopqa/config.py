@@ -1,9 +1,12 @@
 """Where hopqa keeps its files, and the few defaults shared by the CLI and the Python API.
 
 ``home`` (``--home``, or the ``HOPQA_HOME`` environment variable, default ``~/.cache/hopqa``)
-holds the assembled embedded models (``models/``), the LLM response cache (``cache/llm``) and
-the demo corpus with its BM25 index (``demo/``). Environment variables are read here and in
-the CLI only, never deep inside methods or backends.
+holds the assembled embedded models (``models/``), the LLM response cache (``cache/llm``), the
+demo corpus with its BM25 index (``demo/``) and downloaded official dataset releases
+(``datasets/``). ``HOPQA_DATA_DIR`` names a benchmark data directory searched before those
+downloads and the subsets shipped in ``hopqa/data`` (see ``hopqa.datasets.paths``).
+Environment variables are read here and in the CLI only, never deep inside methods, backends
+or the dataset loaders.
 """
 
 from __future__ import annotations
@@ -19,11 +22,28 @@ TEST_LLM = "embedded:smollm2-135m"
 MAX_QUESTION_CHARS = 4000
 
 
-def default_home(explicit: str | Path | None = None) -> Path:
-    """The hopqa home directory (created if missing)."""
+#: The environment variable naming a benchmark data directory (read only by ``data_dir_from_env``).
+DATA_DIR_ENV = "HOPQA_DATA_DIR"
+
+
+def default_home(explicit: str | Path | None = None, create: bool = True) -> Path:
+    """The hopqa home directory: ``explicit``, else ``$HOPQA_HOME``, else ``~/.cache/hopqa``.
+
+    Created if missing unless ``create`` is False (for callers that only look inside it).
+    """
     home = Path(explicit or os.environ.get("HOPQA_HOME") or Path.home() / ".cache" / "hopqa").expanduser()
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+def data_dir_from_env() -> Path | None:
+    """The data directory ``$HOPQA_DATA_DIR`` names, or None when it is unset or blank.
+
+    Returned even if it does not exist, so that the loader's error can name it.
+    """
+    value = os.environ.get(DATA_DIR_ENV, "").strip()
+    return Path(value).expanduser() if value else None
 
 
 def default_llm(explicit: str | None = None) -> str:

@@ -37,13 +37,10 @@ def hopqa_home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """The benchmark data ($HOPQA_DATA_DIR or ../shared/data); tests needing it skip without it."""
-    from hopqa.datasets import default_data_dir
+    """The benchmark subsets shipped with hopqa (``hopqa/data``): tests pin the data they use."""
+    from hopqa.datasets import shipped_data_dir
 
-    found = default_data_dir()
-    if found is None or not found.is_dir():
-        pytest.skip("no benchmark data directory (set HOPQA_DATA_DIR or put shared/data beside the repo)")
-    return found
+    return shipped_data_dir()
 
 
 @pytest.fixture(scope="session")
@@ -61,4 +58,4 @@ def demo_index(hopqa_home, data_dir):
     """The BM25 retriever over the demo corpus, built in the private home."""
     from hopqa.demo import demo_retriever
 
-    return demo_retriever(home=hopqa_home, data_dir=data_dir)
+    return demo_retriever(home=hopqa_home)

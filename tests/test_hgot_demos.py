@@ -10,7 +10,6 @@ import pytest
 from hopqa.embed import LexicalEmbedder
 from hopqa.methods import build_method, hgot_demos
 from hopqa.methods.hgot_demos import (
-    PlanDemo,
     PredictDemo,
     build_demo_set,
     iqr_upper_fence,

@@ -72,6 +72,34 @@ def test_support_metrics_hand_worked():
     assert support_metrics(used, []) == {}
 
 
+def test_support_metrics_by_title_only():
+    used = [Passage("1", "Alpha ", "chunk one"), Passage("2", "alpha", "chunk two"), Passage("3", "Gamma", "g"),
+            Passage("4", "Delta", "d")]
+    m = support_metrics(used, [], gold_titles=["ALPHA", "Beta"])
+    # gold: 2 titles; Alpha found (twice: one support), Beta not -> recall 1/2;
+    # 2 of the 4 distinct used passages carry a gold title -> precision 1/2; F1 1/2
+    assert m == pytest.approx({"support_recall": 0.5, "support_precision": 0.5, "support_f1": 0.5})
+    assert support_metrics(used, [], k=1, gold_titles=["Gamma", "Beta"])["support_recall"] == 0.0
+    assert support_metrics(used, [], k=3, gold_titles=["Gamma", "Beta"])["support_recall"] == 0.5
+    assert support_metrics(used, [], gold_titles=["", "  "]) == {}
+
+
+def test_support_metrics_passages_and_titles_together():
+    g1 = Passage("a", "A", "alpha text")
+    used = [Passage("x", "A", "another A chunk"), Passage("y", "B", "beta"), Passage("z", "C", "c")]
+    # a title already covered by a gold passage is not a second support: gold = {A text, title B}
+    m = support_metrics(used, [g1], gold_titles=["a", "B"])
+    # A-passage differs in text -> not a hit; title B found -> recall 1/2; precision 1/3; F1 2*(1/3*1/2)/(5/6) = 0.4
+    assert m == pytest.approx({"support_recall": 0.5, "support_precision": 1 / 3, "support_f1": 0.4})
+
+
+def test_score_answer_passes_gold_titles():
+    used = [Passage("1", "Paris", "Paris is the capital of France.")]
+    m = score_answer("Paris", ["Paris"], passages=used, gold_titles=["paris"])
+    assert (m["support_recall"], m["support_precision"], m["support_f1"]) == (1.0, 1.0, 1.0)
+    assert "support_recall" not in score_answer("Paris", ["Paris"], passages=used)
+
+
 def test_k_precision():
     ps = [Passage("1", "Titanic", "directed by James Cameron")]
     assert k_precision("James Cameron", ps) == 1.0
@@ -91,3 +119,17 @@ def test_score_answer_keys():
     assert m["em"] == 1 and m["support_recall"] == 1 and m["k_precision"] == 1
     assert "support_recall" not in score_answer("Paris", ["Paris"], passages=[], gold_support=[Passage("1", "P", "x")])
     assert score_answer("supports", ["SUPPORTS"], dataset="fever")["label_acc"] == 1.0
+
+
+def test_runner_scores_support_by_title_for_a_question_file_example(tmp_path):
+    from hopqa.datasets import load_dataset
+    from hopqa.evaluation.runner import _record
+    from hopqa.types import Answer
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"question": "Capital of France?", "answer": "Paris", "supporting_titles": ["Paris"]}\n')
+    (example,) = load_dataset(str(path))
+    used = [Passage("c1", "Paris", "Paris is the capital of France."), Passage("c2", "Lyon", "Lyon is a city.")]
+    record = _record(example, Answer(example.question, "Paris", "direct", passages=used), "open", None, None)
+    assert record["metrics"]["support_recall"] == 1.0 and record["metrics"]["support_precision"] == 0.5
+    assert record["metrics"]["support_f1"] == pytest.approx(2 / 3)

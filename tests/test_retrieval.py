@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import threading
@@ -11,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from hopqa.datasets import shipped_data_dir
 from hopqa.retrieval.base import Retriever
 from hopqa.retrieval.bm25 import BM25Retriever, build_index, load_or_build, tokenize
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.types import Passage
 
-MUSIQUE = Path(os.environ.get("HOPQA_DATA_DIR", "/work/shared/data")) / "musique" / "dev_200.jsonl"
+MUSIQUE = shipped_data_dir() / "musique" / "dev_200.jsonl.gz"
 
 DOCS = [
     Passage("p1", "Titanic (1997 film)", "Titanic is a 1997 film directed by James Cameron."),
@@ -208,9 +210,9 @@ def test_pool_small_and_degenerate():
     assert [h.id for h in stop.search("anything", 5)] == ["s1", "s2"]
 
 
-@pytest.mark.skipif(not MUSIQUE.is_file(), reason=f"no {MUSIQUE}")
 def test_real_musique_paragraphs_find_support():
-    records = [json.loads(line) for line in MUSIQUE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with gzip.open(MUSIQUE, "rt", encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
     docs: list[Passage] = []
     gold_first: set[str] = set()
     for qi, rec in enumerate(records):

@@ -9,7 +9,9 @@
   prediction by keyword, compared with the gold label.
 - ``support_metrics``: recall@k, precision and F1 of the gold supporting paragraphs among the
   passages a method used, matched by normalised title + text (ids differ between a
-  question's pool and the pooled corpus).
+  question's pool and the pooled corpus). Gold supports known only by title (a question
+  file's ``supporting_titles``, kept in ``Example.extras``) are matched by normalised title:
+  any used passage with that title is a hit.
 - ``k_precision`` (Adlakha et al. 2023, used by GenSco): the share of the prediction's
   normalised tokens that occur in the passages given to the reader.
 - ``judge_accuracy``: Acc by an LLM judge (any backend) asked whether the prediction means
@@ -92,22 +94,42 @@ def fever_accuracy(prediction: str, golds: Sequence[str]) -> float:
     return float(label is not None and label in {g.strip().upper() for g in golds})
 
 
+def _title(title: str) -> str:
+    return " ".join(str(title).split()).lower()
+
+
 def _key(title: str, text: str) -> tuple[str, str]:
-    return " ".join(title.split()).lower(), " ".join(text.split()).lower()
+    return _title(title), " ".join(text.split()).lower()
 
 
-def support_metrics(used: Sequence[Passage], gold: Sequence[Passage], k: int | None = None) -> dict[str, float]:
-    """Recall@k (k = number used if None), precision and F1 of gold supporting paragraphs."""
+def support_metrics(used: Sequence[Passage], gold: Sequence[Passage], k: int | None = None,
+                    gold_titles: Sequence[str] = ()) -> dict[str, float]:
+    """Recall@k (k = number used if None), precision and F1 of gold supporting paragraphs.
+
+    The gold supports are the ``gold`` passages (matched by normalised title + text) plus each
+    of ``gold_titles`` that is not the title of a gold passage (matched by normalised title:
+    any used passage with that title finds it). Recall counts the gold supports found in the
+    first ``k`` used passages; precision is the share of the distinct used passages that are
+    gold (by title + text, or by a title-only support); F1 combines precision with the recall
+    over all used passages. No gold support at all gives ``{}``.
+    """
     gold_keys = {_key(p.title, p.text) for p in gold}
-    if not gold_keys:
+    covered = {key[0] for key in gold_keys}
+    title_only = {t for t in (_title(x) for x in gold_titles if x is not None) if t and t not in covered}
+    n_gold = len(gold_keys) + len(title_only)
+    if not n_gold:
         return {}
-    used_keys = [_key(p.title, p.text) for p in used]
-    top = used_keys[:k] if k is not None else used_keys
-    hit_top = len(gold_keys & set(top))
-    hit_all = len(gold_keys & set(used_keys))
-    recall = hit_top / len(gold_keys)
-    precision = hit_all / len(set(used_keys)) if used_keys else 0.0
-    full_recall = hit_all / len(gold_keys)
+    used_keys = list(dict.fromkeys(_key(p.title, p.text) for p in used))
+    top_keys = list(dict.fromkeys(_key(p.title, p.text) for p in (used[:k] if k is not None else used)))
+
+    def found(keys: list[tuple[str, str]]) -> int:
+        return len(gold_keys & set(keys)) + len(title_only & {key[0] for key in keys})
+
+    hit_all = found(used_keys)
+    recall = found(top_keys) / n_gold
+    precision = (sum(key in gold_keys or key[0] in title_only for key in used_keys) / len(used_keys)
+                 if used_keys else 0.0)
+    full_recall = hit_all / n_gold
     f1 = 2 * precision * full_recall / (precision + full_recall) if precision + full_recall else 0.0
     return {"support_recall": recall, "support_precision": precision, "support_f1": f1}
 
@@ -144,8 +166,10 @@ def judge_accuracy(judge: Any, question: str, prediction: str, golds: Sequence[s
 
 
 def score_answer(prediction: str, golds: Sequence[str], passages: Sequence[Passage] = (),
-                 gold_support: Sequence[Passage] = (), dataset: str = "", support_k: int | None = None) -> dict[str, float]:
-    """Every automatic metric that applies to one prediction."""
+                 gold_support: Sequence[Passage] = (), dataset: str = "", support_k: int | None = None,
+                 gold_titles: Sequence[str] = ()) -> dict[str, float]:
+    """Every automatic metric that applies to one prediction (``gold_titles``: supports known
+    only by title, see ``support_metrics``)."""
     metrics: dict[str, float] = {"em": exact_match(prediction, golds), **token_scores(prediction, golds)}
     if dataset == "fever":
         metrics["label_acc"] = fever_accuracy(prediction, golds)
@@ -153,5 +177,5 @@ def score_answer(prediction: str, golds: Sequence[str], passages: Sequence[Passa
     if kp is not None:
         metrics["k_precision"] = kp
     if passages:  # a method that used no passage has no support figures (not zeros)
-        metrics.update(support_metrics(passages, gold_support, support_k))
+        metrics.update(support_metrics(passages, gold_support, support_k, gold_titles))
     return metrics

@@ -107,7 +107,8 @@ class ResultWriter:
 # -- one question -------------------------------------------------------------------------------
 def _record(example: Example, answer: Answer, setting: str, judge: Any | None, support_k: int | None) -> dict[str, Any]:
     metrics = score_answer(answer.answer, example.answers, answer.passages, example.supporting,
-                           dataset=example.dataset, support_k=support_k)
+                           dataset=example.dataset, support_k=support_k,
+                           gold_titles=example.extras.get("supporting_titles") or ())
     judge_reply = None
     if judge is not None and not answer.error:
         try:

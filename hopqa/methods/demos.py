@@ -11,19 +11,26 @@ are all natural questions after conversion), so a prompt is the same on every ru
 
 Each method formats demos in its own way (Self-Ask's follow-ups, ReAct's Thought/Action/
 Observation, IRCoT's and ITER-RETGEN's chains of thought): see ``chain_of_thought``.
-Without a data directory there are no demos and methods fall back to zero-shot prompts,
-recording that in the trace.
+
+The demonstrations are pinned: they are always read from the train subsets shipped with hopqa
+(``hopqa.datasets.shipped_data_dir()``), never from ``--data-dir``, ``$HOPQA_DATA_DIR`` or a
+downloaded release, so a prompt does not change with the data a run evaluates on. Missing
+shipped files mean a broken installation and raise ``DemosUnavailableError`` (never a silent
+zero-shot fallback). They are built once per process, under a lock.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 
-from hopqa.datasets import DatasetError, default_data_dir, load_dataset
+from hopqa.datasets import DatasetError, load_shipped, shipped_data_dir
 from hopqa.types import Example, Passage
+
+
+class DemosUnavailableError(DatasetError):
+    """The shipped train subsets the demonstrations come from cannot be read (a broken installation)."""
 
 
 @dataclass(frozen=True)
@@ -91,22 +98,46 @@ def _usable(demo: Demo | None) -> bool:
             and all(s.passage is not None for s in demo.steps) and len(demo.question) < 200)
 
 
-@lru_cache(maxsize=16)
-def _all_demos(data_dir: str | None) -> tuple[tuple[Demo, ...], tuple[Demo, ...]]:
-    root = default_data_dir(data_dir)
-    if root is None:
-        return (), ()
+_LOCK = threading.Lock()
+_DEMOS: tuple[tuple[Demo, ...], tuple[Demo, ...]] | None = None
+
+
+def _build_demos() -> tuple[tuple[Demo, ...], tuple[Demo, ...]]:
+    """The usable MuSiQue and 2Wiki demonstrations of the shipped train subsets, in file order."""
+    root = shipped_data_dir()
     try:
-        musique = [demo_from_musique(e) for e in load_dataset("musique", "train", data_dir=root)]
-        wiki = [demo_from_2wiki(e) for e in load_dataset("2wikimultihopqa", "train", data_dir=root)]
-    except DatasetError:
-        return (), ()
-    return tuple(d for d in musique if _usable(d)), tuple(d for d in wiki if _usable(d))  # type: ignore[misc]
+        musique = [demo_from_musique(e) for e in load_shipped("musique", "train")]
+        wiki = [demo_from_2wiki(e) for e in load_shipped("2wikimultihopqa", "train")]
+    except DatasetError as exc:
+        raise DemosUnavailableError(
+            f"the few-shot demonstrations are built from the train subsets shipped in {root}, which cannot be "
+            f"read: this hopqa installation is broken (reinstall it): {exc}"
+        ) from exc
+    out = tuple(d for d in musique if _usable(d)), tuple(d for d in wiki if _usable(d))
+    if not out[0] or not out[1]:
+        raise DemosUnavailableError(f"no usable demonstration in the train subsets shipped in {root}: this hopqa "
+                                    "installation is broken (reinstall it)")
+    return out  # type: ignore[return-value]
 
 
-def load_demos(n: int, data_dir: str | Path | None = None) -> list[Demo]:
-    """``n`` demonstrations alternating MuSiQue and 2Wiki train (empty without data)."""
-    musique, wiki = _all_demos(str(data_dir) if data_dir else None)
+def _all_demos() -> tuple[tuple[Demo, ...], tuple[Demo, ...]]:
+    """Every usable demonstration, built once per process (threads wait for the first build)."""
+    global _DEMOS
+    with _LOCK:
+        if _DEMOS is None:
+            _DEMOS = _build_demos()
+        return _DEMOS
+
+
+def load_demos(n: int) -> list[Demo]:
+    """``n`` demonstrations alternating MuSiQue and 2Wiki train, from the shipped subsets.
+
+    The same on every run and whatever data a run evaluates on; ``DemosUnavailableError`` if
+    the shipped files are missing.
+    """
+    if n <= 0:
+        return []
+    musique, wiki = _all_demos()
     out: list[Demo] = []
     for i in range(max(len(musique), len(wiki))):
         for pool in (musique, wiki):
