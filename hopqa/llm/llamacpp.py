@@ -24,6 +24,18 @@ continuation token — never from ``echo=True`` logprobs, which are shifted by o
 models without a BOS token. Context and continuation are tokenized separately (the context
 with BOS and special tokens, the continuation without), so the scored tokens are exactly the
 continuation's; a shared context prefix is kept in the KV cache between calls.
+
+Reproducibility: the same request gives the same output whatever ran before it. A token's
+keys/values and logits depend, in their last bits, on the batch it was evaluated in (the CPU
+kernels change with the batch size), so a prompt whose prefix came from the KV cache of an
+earlier call and whose rest was evaluated as one batch got slightly different logits than the
+same prompt evaluated from scratch; at temperature > 0 one flipped draw changes the whole
+sample (seed 1 gave '🔍🔍🔍' once and 'Here are some commonly used colours ...' on the
+repeat), and greedy decoding can flip between near-tied tokens the same way. So every
+evaluation runs in blocks of ``block`` tokens (``n_batch``) aligned to position 0, and only
+whole blocks that were evaluated that way are reused from the KV cache (``_reuse_blocks``):
+the numbers of a position then depend only on the tokens up to the end of its block, never on
+the history of the model. A repeated prompt re-evaluates at most its last partial block.
 """
 
 from __future__ import annotations
@@ -135,6 +147,9 @@ class EmbeddedConfig:
     logits_all: bool = False
     seed: int = 0
     chat: bool = True
+    #: Evaluation block (llama.cpp's n_batch): prompts are evaluated in blocks of this many
+    #: tokens aligned to position 0, and only whole blocks are reused (see the module docstring).
+    block: int = 64
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -165,11 +180,15 @@ class LlamaCppLLM(LLMBase):
             caps.add(LOGPROBS)
         self.capabilities = frozenset(caps)
         super().__init__()
+        if self.config.block < 1:
+            raise LLMError(f"{self.name}: block must be at least 1, not {self.config.block}")
         kwargs: dict[str, Any] = dict(
             n_ctx=self.config.n_ctx,
             n_threads=self.config.n_threads,
             logits_all=self.config.logits_all,
             seed=self.config.seed,
+            n_batch=self.config.block,
+            n_ubatch=self.config.block,
             verbose=False,
         )
         if model.startswith("hf:"):
@@ -180,13 +199,18 @@ class LlamaCppLLM(LLMBase):
             self.path = resolve_model(model, Path(home))
             self._llm = Llama(model_path=str(self.path), **kwargs)
         self._lock = threading.Lock()
+        #: Positions [0, _canonical) of the KV cache were evaluated as whole aligned blocks.
+        self._canonical = 0
+        self._llama_generate = self._llm.generate
+        self._llm.generate = self._generate_tokens  # type: ignore[method-assign]
 
     def identity(self) -> dict[str, Any]:
         try:
             size = self.path.stat().st_size
         except OSError:
             size = None
-        return {"backend": "llama.cpp", "model": self.path.name, "size": size, "chat": self.config.chat}
+        return {"backend": "llama.cpp", "model": self.path.name, "size": size, "chat": self.config.chat,
+                "block": self.config.block}
 
     def capability_hint(self, capability: str) -> str:
         if capability == LOGPROBS:
@@ -277,14 +301,15 @@ class LlamaCppLLM(LLMBase):
     def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
         """Log-probabilities of tokens[start:], each given all tokens before it."""
         llm = self._llm
-        self._reuse_prefix(tokens[:start])
+        self._reuse_blocks(tokens, limit=start)
         if self.config.logits_all:
             llm.eval(tokens[llm.n_tokens:])
+            self._canonical = self._whole_blocks(len(tokens))
             rows = np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)
             return _log_softmax_pick(rows, tokens[start:])
         # Without logits_all only the last row is kept: feed the continuation token by token.
-        if llm.n_tokens < start:
-            llm.eval(tokens[llm.n_tokens:start])
+        llm.eval(tokens[llm.n_tokens:start])
+        self._canonical = self._whole_blocks(start)
         values = []
         n_vocab = llm.n_vocab()
         for i in range(start, len(tokens)):
@@ -295,25 +320,34 @@ class LlamaCppLLM(LLMBase):
                 llm.eval([tokens[i]])
         return values
 
-    def _reuse_prefix(self, prefix: list[int]) -> None:
-        """Keep the KV cache of the longest common prefix with what was evaluated before."""
+    # -- reproducible KV-cache reuse (see the module docstring) --------------------------------
+    def _whole_blocks(self, n: int) -> int:
+        return n - n % self.config.block
+
+    def _reuse_blocks(self, tokens: list[int], limit: int) -> None:
+        """Keep the whole blocks of the KV cache that match ``tokens`` and were evaluated as
+        aligned blocks, at most ``limit - 1`` tokens (at least one token is evaluated, so the
+        logits row before position ``limit`` is fresh); drop the rest."""
         llm = self._llm
         common = 0
-        prev = llm.input_ids[: llm.n_tokens].tolist()
-        for a, b in zip(prev, prefix):
+        for a, b in zip(llm.input_ids[: min(llm.n_tokens, self._canonical)].tolist(), tokens):
             if a != b:
                 break
             common += 1
-        # Leave at least one token to evaluate so the logits row before the continuation is fresh.
-        common = min(common, len(prefix) - 1)
-        if common <= 0:
+        keep = self._whole_blocks(min(common, limit - 1))
+        if keep <= 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
             llm.reset()
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
             return
-        llm.n_tokens = common
-        try:
-            llm._ctx.kv_cache_seq_rm(-1, common, -1)
-        except Exception:  # pragma: no cover - API differences across versions
-            llm.reset()
+        llm.n_tokens = keep
+
+    def _generate_tokens(self, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        """llama-cpp-python's ``Llama.generate`` behind block-aligned reuse: its own prefix
+        matching then finds exactly the kept blocks and evaluates the rest block by block."""
+        prompt = list(tokens)
+        self._reuse_blocks(prompt, limit=len(prompt))
+        self._canonical = self._whole_blocks(len(prompt))
+        return self._llama_generate(prompt, *args, **kwargs)
 
     def close(self) -> None:
         try:
