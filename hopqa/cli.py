@@ -49,7 +49,7 @@ def _retriever(args: argparse.Namespace) -> Any:
         if not path.is_file():
             raise UsageError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
         return load_or_build(path, index_dir_for(path, home))
-    return demo_retriever(home=home, data_dir=args.data_dir)
+    return demo_retriever(home=home)
 
 
 def _scorer(args: argparse.Namespace, methods: list[str]) -> Any:
@@ -127,27 +127,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
     answer = method.answer(question)
+    llm.close()
     if args.json:
         print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+    elif args.quiet:
+        from hopqa.console import clip
+
+        if answer.error:
+            print(f"hopqa: error: {clip(answer.error, 400)}", file=sys.stderr)
+        else:
+            print(clip(answer.answer, 1000))
     else:
-        _print_answer(answer, show_trace=args.trace)
-    llm.close()
+        from hopqa.console import render_answer
+
+        print(render_answer(answer, llm=llm.name, show_trace=args.trace))
     return 1 if answer.error else 0
-
-
-def _print_answer(answer: Any, show_trace: bool = False) -> None:
-    if answer.error:
-        print(f"Error: {answer.error}")
-    print(f"Answer: {answer.answer or '(none)'}")
-    if answer.passages:
-        print("Passages:")
-        for i, p in enumerate(answer.passages, 1):
-            score = f" ({p.score:.2f})" if p.score is not None else ""
-            print(f"  [{i}] {p.preview()}{score}")
-    print(f"Cost: {answer.usage.summary()}")
-    if show_trace and answer.trace is not None:
-        print("Trace:")
-        print(answer.trace.render())
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -172,8 +166,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         options = {m: _method_options(m, args) for m in names}
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
-    examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit)
     home = default_home(args.home)
+    examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
+    if not examples:
+        raise UsageError(f"no questions to evaluate in {args.dataset} ({args.split})")
+    if (args.setting == "distractor" and not any(ex.paragraphs for ex in examples)
+            and any(c.needs_retriever for c in classes.values())):
+        raise UsageError(f"{args.dataset} has no paragraphs per question: use --setting open (retrieval from the "
+                         "demo corpus, or --corpus / --index)")
     retriever = None
     if args.setting == "open" and any(c.needs_retriever for c in classes.values()):
         retriever = _retriever(args)
@@ -184,7 +184,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if judge is None and "self-dc" in names:
         print("hopqa: note: Self-DC is reported with the LLM-judge Acc in its paper; set --judge SPEC "
               "(or $HOPQA_JUDGE) to add it", file=sys.stderr)
-    base = Path(args.out) / f"{examples[0].dataset if examples else args.dataset}-{args.split}-{args.setting}"
+    base = Path(args.out) / f"{examples[0].dataset}-{examples[0].split}-{args.setting}"
     scorer = _scorer(args, names)
     run_dirs = []
     for name in names:
@@ -239,15 +239,45 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
-    from hopqa.datasets import default_data_dir, list_datasets
+    """List every dataset split with its size and where it is read from (shipped, downloaded,
+    --data-dir, $HOPQA_DATA_DIR), or download an official release."""
+    from hopqa.config import default_home
+    from hopqa.datasets import data_roots, list_datasets
 
-    data_dir = default_data_dir(args.data_dir)
-    print(f"data directory: {data_dir or '(none found: set --data-dir or HOPQA_DATA_DIR)'}")
-    rows = list_datasets(data_dir)
+    home = default_home(args.home)
+    if getattr(args, "ds_command", None) == "download":
+        return _download(args, home)
+    for label, root in data_roots(args.data_dir, home=home):
+        state = "" if root.is_dir() else " (not present)"
+        print(f"{label:<10} {root}{state}")
+    rows = list_datasets(args.data_dir, home=home)
     width = max((len(r.name) for r in rows), default=10)
+    print(f"\n  {'dataset':<{width}}  {'split':<18} {'size':>6}  source")
     for r in rows:
         size = str(r.size) if r.exists else "missing"
-        print(f"  {r.name:<{width}}  {r.split:<18} {size:>6}")
+        print(f"  {r.name:<{width}}  {r.split:<18} {size:>6}  {r.source if r.exists else '-'}")
+    print("\nEvaluate your own questions with: hopqa eval --dataset FILE.jsonl|.json|.csv (see the README)")
+    return 0
+
+
+def _download(args: argparse.Namespace, home: Path) -> int:
+    from hopqa.datasets import OFFICIAL_SOURCES, canonical_name, download_dataset
+
+    if not args.name:
+        raise UsageError(f"hopqa datasets download NAME: NAME is one of {', '.join(OFFICIAL_SOURCES)}")
+    name = canonical_name(args.name)
+    dest = Path(args.to).expanduser() if args.to else home / "datasets"
+    try:
+        paths = download_dataset(name, dest, timeout=args.timeout, progress=True)
+    except RuntimeError as exc:
+        print(f"hopqa: error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(f"downloaded {path}")
+    if args.to:
+        print(f"use it with --data-dir {dest} (or HOPQA_DATA_DIR={dest})")
+    else:
+        print(f"hopqa reads it from {dest} from now on (it comes before the shipped subsets)")
     return 0
 
 
@@ -294,7 +324,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     for model in args.model or []:
         path = resolve_model(model, home)
         print(f"model {model}: {path}")
-    retriever = demo_retriever(home=home, data_dir=args.data_dir)
+    retriever = demo_retriever(home=home)
     print(f"demo corpus: {retriever.size} passages, index in {home / 'demo'}")
     return 0
 
@@ -304,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hopqa", description="Multi-hop question answering by question decomposition.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="hopqa's files: models, cache, demo index (default ~/.cache/hopqa or $HOPQA_HOME)")
-    common.add_argument("--data-dir", help="benchmark data directory (default $HOPQA_DATA_DIR or ../shared/data)")
+    common.add_argument("--data-dir", help="a folder of benchmark files searched first (then $HOPQA_DATA_DIR, "
+                        "downloaded releases in <home>/datasets, the subsets shipped with hopqa)")
     sub = p.add_subparsers(dest="command", required=True)
 
     ask = sub.add_parser("ask", parents=[common], help="answer a question")
@@ -317,12 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--k", type=int, help="passages per retrieval")
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    ask.add_argument("--trace", action="store_true", help="print the reasoning trace")
+    ask.add_argument("--trace", action="store_true", help="print the whole reasoning trace as a tree")
+    ask.add_argument("--quiet", "-q", action="store_true", help="print the answer alone (errors go to stderr)")
     ask.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     ask.set_defaults(func=cmd_ask)
 
     ev = sub.add_parser("eval", parents=[common], help="evaluate methods on a benchmark (resumable)")
-    ev.add_argument("--dataset", required=True, help="dataset name (see hopqa datasets)")
+    ev.add_argument("--dataset", required=True,
+                    help="dataset name (see hopqa datasets) or your own questions: FILE.jsonl / .json / .csv")
     ev.add_argument("--split", default="dev")
     ev.add_argument("--setting", default="distractor", help="distractor (own paragraphs) or open (pooled corpus)")
     ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
@@ -357,8 +390,14 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--b", type=float, default=0.75)
     idx.set_defaults(func=cmd_index)
 
-    ds = sub.add_parser("datasets", parents=[common], help="list the benchmark datasets, splits and sizes")
+    ds = sub.add_parser("datasets", parents=[common], help="list the benchmark datasets (shipped and downloaded); "
+                        "download an official release")
     ds.set_defaults(func=cmd_datasets)
+    dsub = ds.add_subparsers(dest="ds_command")
+    dl = dsub.add_parser("download", parents=[common], help="download a dataset's official full release")
+    dl.add_argument("name", nargs="?", help="dataset name (musique, hotpotqa, 2wikimultihopqa, bamboogle, freshqa)")
+    dl.add_argument("--to", help="target directory (default <home>/datasets, which hopqa searches by itself)")
+    dl.add_argument("--timeout", type=float, default=60.0, help="seconds per network operation")
 
     me = sub.add_parser("methods", parents=[common], help="list the methods and their options")
     me.set_defaults(func=cmd_methods)

@@ -54,6 +54,7 @@ class Step:
     started: float = 0.0
     seconds: float = 0.0
     id: int = field(default_factory=lambda: next(_ids))
+    hop: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -68,6 +69,23 @@ class Step:
         """Record an event: a fallback taken, a parse failure, a warning."""
         with self._lock:
             self.events.append({"message": message, **{k: _jsonable(v) for k, v in data.items()}})
+
+    def mark_hop(self, question: str, answer: str | None = None, label: str = "",
+                 passages: list[Any] | None = None) -> None:
+        """Mark this step as one hop of the reasoning: a sub-question (or query, or reasoning
+        sentence) and its answer. ``Trace.hops`` lists the hops in order, nested hops with their
+        depth; a hop's passages are ``passages`` if given, else what was retrieved inside it.
+        Calling it again updates the hop (e.g. once the answer is known)."""
+        with self._lock:
+            hop = dict(self.hop or {})
+            hop["question"] = str(question)
+            if answer is not None:
+                hop["answer"] = str(answer)
+            if label:
+                hop["label"] = label
+            if passages is not None:
+                hop["passages"] = [_passage_ref(p) for p in passages]
+            self.hop = hop
 
     def add_child(self, child: Step) -> None:
         with self._lock:
@@ -102,6 +120,7 @@ class Step:
             "events": self.events,
             "error": self.error,
             "seconds": round(self.seconds, 4),
+            **({"hop": self.hop} if self.hop is not None else {}),
             "children": [c.to_dict() for c in self.children],
         }
 
@@ -118,6 +137,7 @@ class Step:
             error=d.get("error"),
             seconds=d.get("seconds", 0.0),
             id=d.get("id", 0),
+            hop=d.get("hop"),
         )
 
 
@@ -180,6 +200,20 @@ class Trace:
     def steps(self) -> list[Step]:
         return list(self.root.walk())
 
+    def hops(self) -> list[Hop]:
+        """The reasoning as a flat list of hops, in order (see ``Step.mark_hop``)."""
+        out: list[Hop] = []
+
+        def visit(s: Step, depth: int) -> None:
+            if s.hop is not None:
+                out.append(_hop_of(s, depth))
+                depth += 1
+            for c in s.children:
+                visit(c, depth)
+
+        visit(self.root, 0)
+        return out
+
     def llm_calls(self) -> list[dict[str, Any]]:
         return [c for s in self.root.walk() for c in s.llm_calls]
 
@@ -213,6 +247,51 @@ class Trace:
 
         visit(self.root, 0)
         return "\n".join(lines)
+
+
+@dataclass
+class Hop:
+    """One hop of a method's reasoning, for display: the sub-question (or query, or reasoning
+    sentence), its answer, the passages it used (``{"id", "title", "score"}``), its nesting depth
+    and a label saying what kind of step it is (``follow-up``, ``sub-question``, ``search`` ...)."""
+
+    question: str
+    answer: str = ""
+    label: str = ""
+    depth: int = 0
+    passages: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "answer": self.answer, "label": self.label, "depth": self.depth,
+                "passages": self.passages}
+
+
+def _passage_ref(p: Any) -> dict[str, Any]:
+    if isinstance(p, dict):
+        return {k: p.get(k) for k in ("id", "title", "score") if k in p}
+    return {"id": getattr(p, "id", ""), "title": getattr(p, "title", ""), "score": getattr(p, "score", None)}
+
+
+def _hop_of(s: Step, depth: int) -> Hop:
+    """A hop of a marked step: its passages are the given ones, else every passage retrieved
+    inside the step but outside the hops nested in it (first occurrence, in order)."""
+    info = s.hop or {}
+    passages = info.get("passages")
+    if passages is None:
+        seen: dict[str, dict[str, Any]] = {}
+
+        def collect(t: Step) -> None:
+            for r in t.retrievals:
+                for p in r.get("passages") or []:
+                    seen.setdefault(str(p.get("id")), _passage_ref(p))
+            for c in t.children:
+                if c.hop is None:
+                    collect(c)
+
+        collect(s)
+        passages = list(seen.values())
+    return Hop(question=str(info.get("question", "")), answer=str(info.get("answer", "")),
+               label=str(info.get("label", "")), depth=depth, passages=list(passages))
 
 
 @contextmanager

@@ -169,11 +169,18 @@ class Answer:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
 
+    @property
+    def hops(self) -> list[Any]:
+        """The reasoning hops (sub-questions with their answers and passages) read from the
+        trace (``hopqa.trace.Hop``); empty for single-step methods."""
+        return self.trace.hops() if self.trace is not None else []
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
             "answer": self.answer,
             "method": self.method,
+            "hops": [h.to_dict() for h in self.hops],
             "passages": [p.to_dict() for p in self.passages],
             "usage": self.usage.to_dict(),
             "error": self.error,

@@ -46,13 +46,33 @@ def test_usage_errors_exit_2(tmp_path):
     assert r.returncode == 2 and "unknown embedded model" in r.stderr
 
 
-def test_datasets_lists_every_dataset(tmp_path, data_dir):
-    r = hopqa("datasets", "--data-dir", str(data_dir), home=tmp_path)
+def test_datasets_lists_every_dataset_with_its_source(tmp_path):
+    env_free = {k: v for k, v in os.environ.items() if k != "HOPQA_DATA_DIR"}
+    mine = tmp_path / "mine" / "bamboogle"
+    mine.mkdir(parents=True)
+    (mine / "bamboogle_125.csv").write_text("Who?,x,y,z,Me\nWhere?,x,y,z,Here\n")
+    r = subprocess.run([sys.executable, "-m", "hopqa.cli", "datasets", "--data-dir", str(tmp_path / "mine")],
+                       capture_output=True, text=True, env={**env_free, "HOPQA_HOME": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr
+    rows = {tuple(line.split()[:2]): line.split() for line in r.stdout.splitlines() if line.startswith("  ")}
     for name in ["musique", "hotpotqa", "2wikimultihopqa", "adversarial_hotpotqa", "bamboogle", "freshqa",
                  "fever", "open_squad"]:
-        assert name in r.stdout
-    assert "200" in r.stdout
+        assert any(key[0] == name for key in rows)
+    assert rows[("musique", "dev")][2:] == ["200", "shipped"]
+    assert rows[("bamboogle", "test")][2:] == ["2", "data-dir"]  # the user's folder comes first
+    assert "downloaded" in r.stdout and str(tmp_path / "datasets") in r.stdout
+
+
+def test_datasets_download_errors(tmp_path):
+    r = hopqa("datasets", "download", "bamboogle", "--to", str(tmp_path / "dl"), "--timeout", "5", home=tmp_path)
+    assert r.returncode == 1 and "no network" in r.stderr  # this machine has no internet
+    assert not list((tmp_path / "dl").rglob("*.part"))  # nothing half-written is left
+    r = hopqa("datasets", "download", "nope", home=tmp_path)
+    assert r.returncode == 2 and "unknown dataset" in r.stderr
+    r = hopqa("datasets", "download", "adversarial_hotpotqa", home=tmp_path)
+    assert r.returncode == 2 and "no official download" in r.stderr
+    r = hopqa("datasets", "download", home=tmp_path)
+    assert r.returncode == 2 and "NAME is one of" in r.stderr
 
 
 def test_methods_lists_options(tmp_path):
@@ -69,18 +89,46 @@ def test_index_command(tmp_path, corpus):
 
 @pytest.mark.slow
 def test_ask_prints_answer_passages_and_cost(tmp_path, corpus):
-    r = hopqa("ask", QUESTION, "--llm", SMOL, "--corpus", str(corpus), "--k", "2", home=tmp_path)
+    r = hopqa("ask", QUESTION, "--method", "retrieve-then-read", "--llm", SMOL, "--corpus", str(corpus), "--k", "2",
+              home=tmp_path)
     assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert out.startswith("Answer: ")
-    assert "Passages:\n  [1] Titanic (1997 film): Titanic is a 1997" in out
-    assert "Cost: 1 LLM calls (0 cached)" in out and "1 retrieval calls" in out
-    # the second run is answered from the cache
-    again = hopqa("ask", QUESTION, "--llm", SMOL, "--corpus", str(corpus), "--k", "2", home=tmp_path)
+    out = r.stdout.splitlines()
+    assert out[0] == f"Question: {QUESTION}" and out[1] == f"Method: retrieve-then-read ({SMOL})"
+    assert out[2].startswith("Answer: ") and out[3] == "Passages:"
+    assert out[4].startswith("  [1] Titanic (1997 film): Titanic is a 1997")
+    assert out[-1].startswith("Cost: 1 LLM calls (0 cached)") and "1 retrieval calls" in out[-1]
+    # the second run is answered from the cache; --quiet prints the answer alone
+    again = hopqa("ask", QUESTION, "--method", "retrieve-then-read", "--llm", SMOL, "--corpus", str(corpus),
+                  "--k", "2", home=tmp_path)
     assert "Cost: 1 LLM calls (1 cached), 0 prompt + 0 completion tokens" in again.stdout
-    assert again.stdout.splitlines()[0] == out.splitlines()[0]
-    fresh = hopqa("ask", QUESTION, "--llm", SMOL, "--corpus", str(corpus), "--k", "2", "--no-cache", home=tmp_path)
+    quiet = hopqa("ask", QUESTION, "--method", "retrieve-then-read", "--llm", SMOL, "--corpus", str(corpus),
+                  "--k", "2", "--quiet", home=tmp_path)
+    assert quiet.returncode == 0 and quiet.stdout == out[2].removeprefix("Answer: ") + "\n"
+    fresh = hopqa("ask", QUESTION, "--method", "retrieve-then-read", "--llm", SMOL, "--corpus", str(corpus), "--k",
+                  "2", "--no-cache", home=tmp_path)
     assert "(0 cached)" in fresh.stdout
+
+
+@pytest.mark.slow
+def test_ask_shows_each_hop_with_its_answer_and_passages(tmp_path, corpus):
+    r = hopqa("ask", QUESTION, "--method", "self-ask", "--llm", SMOL, "--corpus", str(corpus), "--k", "2",
+              "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    text = hopqa("ask", QUESTION, "--method", "self-ask", "--llm", SMOL, "--corpus", str(corpus), "--k", "2",
+                 home=tmp_path).stdout  # same calls, from the cache
+    from hopqa.console import clip
+
+    lines = text.splitlines()
+    assert result["hops"], "SmolLM2 asked no follow-up question"
+    at = 2
+    for n, hop in enumerate(result["hops"], 1):
+        head = f"{n:>2}. follow-up: "
+        assert lines[at] == head + clip(hop["question"], 110 - len(head))
+        assert lines[at + 1] == "    -> " + clip(hop["answer"], 110 - 7)
+        assert lines[at + 2].startswith("    passages: " + hop["passages"][0]["title"])
+        at += 3
+    assert lines[at] == f"Answer: {result['answer']}"
 
 
 @pytest.mark.slow

@@ -63,3 +63,40 @@ def test_eval_open_setting_and_usage_errors(tmp_path, data_dir, hopqa_home, demo
     assert bad.returncode == 2 and "unknown method" in bad.stderr
     bad = hopqa("eval", "--dataset", "nope", "--method", "direct", home=hopqa_home)
     assert bad.returncode == 2 and "unknown dataset" in bad.stderr
+
+
+def test_eval_on_the_users_own_question_file(tmp_path, hopqa_home, demo_index):
+    with_paragraphs = tmp_path / "my_questions.jsonl"
+    rows = [
+        {"id": "q1", "question": "Who directed Titanic?", "answer": "James Cameron",
+         "paragraphs": [{"title": "Titanic (1997 film)", "text": "Titanic is a 1997 film directed by James Cameron.",
+                         "is_supporting": True},
+                        {"title": "Paris", "text": "Paris is the capital of France."}]},
+        {"question": "What is the capital of France?", "answers": ["Paris", "Paris, France"],
+         "paragraphs": [{"title": "Paris", "text": "Paris is the capital of France."}],
+         "supporting_titles": ["Paris"]},
+    ]
+    with_paragraphs.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "\n"
+                               + json.dumps({"answer": "no question here"}) + "\n")
+    out = tmp_path / "runs"
+    r = hopqa("eval", "--dataset", str(with_paragraphs), "--method", "retrieve-then-read", "--llm", SMOL,
+              "--no-progress", "--k", "2", "--out", str(out), home=hopqa_home)
+    assert r.returncode == 0, r.stderr
+    assert f"{with_paragraphs}:3" in r.stderr and "question" in r.stderr  # the bad line, named and skipped
+    (run,) = [p for p in out.glob("*/retrieve-then-read")]
+    recs = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert [x["id"] for x in recs][0] == "q1" and len(recs) == 2
+    assert all(x["status"] == "ok" for x in recs)
+    assert recs[0]["gold"] == ["James Cameron"] and recs[1]["gold"] == ["Paris", "Paris, France"]
+    assert recs[1]["metrics"]["support_recall"] == 1.0  # by title: the pool is that one paragraph
+
+    no_paragraphs = tmp_path / "open.csv"
+    no_paragraphs.write_text("question,answer\nWho directed Titanic?,James Cameron\n")
+    bad = hopqa("eval", "--dataset", str(no_paragraphs), "--method", "retrieve-then-read", "--llm", SMOL,
+                "--no-progress", "--out", str(out), home=hopqa_home)
+    assert bad.returncode == 2 and "--setting open" in bad.stderr
+    ok = hopqa("eval", "--dataset", str(no_paragraphs), "--setting", "open", "--method", "retrieve-then-read",
+               "--llm", SMOL, "--no-progress", "--out", str(out), home=hopqa_home)
+    assert ok.returncode == 0, ok.stderr
+    missing = hopqa("eval", "--dataset", str(tmp_path / "nope.jsonl"), "--method", "direct", home=hopqa_home)
+    assert missing.returncode == 2 and "nope.jsonl" in missing.stderr

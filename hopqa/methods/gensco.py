@@ -262,6 +262,8 @@ class GenSco(Method):
                         break
                     selected.append(pool[best])
                     subquestions.append(q)
+                    s.mark_hop(q, label="sub-question" if cfg.variant != "no-qd" else "question",
+                               passages=[pool[best]])
             outer.output(stop_reason=reason, subquestions=subquestions, selected=[p.id for p in selected])
         return selected, subquestions
 

@@ -321,18 +321,19 @@ class HGOT(Method):
     # -- Algorithm 1 ---------------------------------------------------------------------------
     def traverse(self, q: str, d: int, retriever: TracedRetriever) -> Node:
         with step("traverse", query=q, depth=d) as s:
+            if d > 0:  # a plan step: one hop of the reasoning (its answer is set below)
+                s.mark_hop(q, label=f"step, depth {d}")
             probed = self.probe(q, retriever)
             if d >= self.config.depth:  # STOP by depth does not look at the plan: skip planning
                 self.stop(q, nx.DiGraph(), d)
-                s.output(answer=probed.answer, ci=probed.ci, stopped=True)
-                return probed
-            graph = self.plan(q, probed.context)
-            if self.stop(q, graph, d):
-                s.output(answer=probed.answer, ci=probed.ci, stopped=True)
-                return probed
-            sub_nodes = self.search(graph, d + 1, retriever)
-            node = self.infer(q, probed.context, sub_nodes)
-            s.output(answer=node.answer, ci=node.ci, stopped=False)
+                node, stopped = probed, True
+            else:
+                graph = self.plan(q, probed.context)
+                stopped = self.stop(q, graph, d)
+                node = probed if stopped else self.infer(q, probed.context, self.search(graph, d + 1, retriever))
+            s.output(answer=node.answer, ci=node.ci, stopped=stopped)
+            if d > 0:
+                s.mark_hop(q, node.answer)
             return node
 
     def search(self, graph: nx.DiGraph, d: int, retriever: TracedRetriever) -> list[Node]:

@@ -60,6 +60,7 @@ class IRCoT(Method):
         demos = "\n\n".join(f"Q: {d.question}\nA: {demo_cot(d)}" for d in load_demos(cfg.shots))
         best: dict[str, Passage] = {}
         with step("retrieve", query=question) as s:
+            s.mark_hop(question, label="retrieve")
             self.collect(best, retriever.search(question, cfg.k))
             s.output(collection=[p.id for p in self.ordered(best)])
         cot: list[str] = []
@@ -81,6 +82,7 @@ class IRCoT(Method):
                 if "answer is" in sentence.lower():
                     break
             with step("retrieve", query=sentence) as s:
+                s.mark_hop(sentence, label="thought")
                 self.collect(best, retriever.search(sentence, cfg.k))
                 s.output(collection=[p.id for p in self.ordered(best)])
         passages = self.ordered(best)

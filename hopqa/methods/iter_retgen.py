@@ -55,4 +55,5 @@ class IterRetGen(Method):
                 answer, how = extract_answer(generation)
                 s.output(query=query, passages=[p.id for p in passages], generation=generation, answer=answer,
                          parsed_by=how)
+                s.mark_hop(query, answer, label=f"iteration {t}", passages=passages)
         return Result(answer=answer, passages=passages)

@@ -106,10 +106,14 @@ class ReAct(Method):
                 s.output(raw=out, action=list(action) if action else None)
                 if action and action[0] == "finish":
                     return Result(answer=clean_answer(action[1]), passages=state.used)
+                n_used = len(state.used)
                 obs = self.act(action, retriever, state) if action else (
                     "Invalid action. Valid actions are Search[<query>], Lookup[<keyword>] and Finish[<answer>].")
                 if not action:
                     s.note("no parseable action in the model's turn")
+                else:  # the hop's passage: the one a Search showed (Lookup reads the last one)
+                    shown = state.used[n_used:] or ([state.last] if action[0] == "lookup" and state.last else [])
+                    s.mark_hop(f"{action[0].capitalize()}[{action[1]}]", obs, label=action[0], passages=shown)
                 s.output(observation=obs)
                 thought = re.sub(r"^thought\s*\d*\s*:\s*", "", turn.split("\nAction")[0].strip(), flags=re.IGNORECASE)
                 act_text = f"{action[0].capitalize()}[{action[1]}]" if action else "(none)"

@@ -89,6 +89,7 @@ class SelfAsk(Method):
                 inter, passages = self.answer_follow_up(sub_q, retriever)
                 used += [p for p in passages if p.id not in {u.id for u in used}]
                 s.output(raw=out, follow_up=sub_q, intermediate_answer=inter)
+                s.mark_hop(sub_q, inter, label="follow-up")
                 transcript += (" Yes.\n" if i == 0 else "\n") + f"Follow up: {sub_q}\nIntermediate answer: {inter}."
         with step("final_answer") as s:
             prompt = FINAL_PROMPT.format(transcript_prompt=SELF_ASK_PROMPT.format(demos=demos, question=question,

@@ -214,6 +214,7 @@ class SelfDC(Method):
                     answer = self.combine(q, subs, [a for a, _ in results])
                     passages = [p for _, ps in results for p in ps]
             s.output(answer=answer)
+            s.mark_hop(q, answer, label=f"{s.outputs.get('route', where)}, confidence {c:.2f}")
             return answer, passages
 
     def solve_all(self, subs: list[str], depth: int, retriever: TracedRetriever) -> list[tuple[str, list[Passage]]]:

@@ -1,0 +1,91 @@
+"""What ``hopqa ask`` prints on a terminal: the reasoning compactly, then the answer and the cost.
+
+::
+
+    Question: Who is the director of the film that won Best Picture at the 1998 Oscars?
+    Method: self-ask (embedded:qwen2.5-1.5b)
+     1. follow-up: Which film won Best Picture at the 1998 Oscars?
+        -> Titanic
+        passages: 70th Academy Awards (12.31) | Titanic (1997 film) (9.87) | ...
+     2. follow-up: Who directed Titanic?
+        -> James Cameron
+        passages: Titanic (1997 film) (14.02) | ...
+    Answer: James Cameron
+    Cost: 5 LLM calls (0 cached), ...
+
+Each hop (``Answer.hops``: a sub-question, query or reasoning sentence with its answer and the
+passages it used; nested hops indented) takes two or three lines; a method without hops
+(Retrieve-then-Read, Direct, ...) shows the passages of its answer instead. Everything shown
+is cleaned of terminal control characters (escape sequences, bidirectional marks), so a model
+reply cannot move the cursor or reorder the line; the raw text stays in the trace
+(``--json``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from hopqa.types import Answer
+
+#: Characters a terminal acts on: C0/C1 controls (but tab and newline), DEL, bidi controls.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]")
+#: How many passages a hop lists, and how wide a line may get.
+HOP_PASSAGES = 3
+WIDTH = 110
+
+
+def safe(text: Any) -> str:
+    """``text`` without terminal control characters (ANSI escapes lose their ESC and show as text)."""
+    cleaned = _CONTROL.sub("", str(text))
+    return "".join(ch for ch in cleaned if ch in "\t\n" or unicodedata.category(ch) != "Cc")
+
+
+def clip(text: Any, width: int) -> str:
+    """One line of at most ``width`` characters (whitespace collapsed)."""
+    line = " ".join(safe(text).split())
+    return line if len(line) <= width else line[: max(0, width - 3)].rstrip() + "..."
+
+
+def _passage_list(passages: list[dict[str, Any]], limit: int = HOP_PASSAGES) -> str:
+    shown = []
+    for p in passages[:limit]:
+        title = clip(p.get("title") or p.get("id") or "?", 40)
+        score = p.get("score")
+        shown.append(f"{title} ({score:.2f})" if isinstance(score, (int, float)) else title)
+    more = len(passages) - limit
+    return " | ".join(shown) + (f" | +{more} more" if more > 0 else "")
+
+
+def render_answer(answer: Answer, llm: str = "", show_trace: bool = False) -> str:
+    """The human output of one answered question (see the module docstring)."""
+    lines = [f"Question: {clip(answer.question, WIDTH - 10)}",
+             f"Method: {answer.method}" + (f" ({safe(llm)})" if llm else "")]
+    hops = answer.hops
+    for n, hop in enumerate(hops, 1):
+        pad = "   " * hop.depth
+        head = f"{pad}{n:>2}. " + (f"{hop.label}: " if hop.label else "")
+        lines.append(head + clip(hop.question, WIDTH - len(head)))
+        body = " " * len(f"{pad}{n:>2}. ")
+        if hop.answer:
+            lines.append(body + "-> " + clip(hop.answer, WIDTH - len(body) - 3))
+        if hop.passages:
+            lines.append(body + "passages: " + clip(_passage_list(hop.passages), WIDTH - len(body) - 10))
+    if answer.error:
+        lines.append(f"Error: {clip(answer.error, 400)}")
+    lines.append(f"Answer: {clip(answer.answer, 400) or '(none)'}")
+    if answer.passages and hops:
+        refs = [p.to_dict() for p in answer.passages]
+        lines.append(f"Read from {len(refs)} passage{'s' if len(refs) != 1 else ''}: "
+                     + clip(_passage_list(refs, limit=5), WIDTH))
+    elif answer.passages:
+        lines.append("Passages:")
+        for i, p in enumerate(answer.passages, 1):
+            score = f" ({p.score:.2f})" if p.score is not None else ""
+            lines.append(f"  [{i}] {clip(p.preview(), WIDTH - 16)}{score}")
+    lines.append(f"Cost: {answer.usage.summary()}")
+    if show_trace and answer.trace is not None:
+        lines.append("Trace:")
+        lines.append(safe(answer.trace.render()))
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Hops read from the trace and what ``hopqa ask`` prints (scripted LLM: exact and fast)."""
+
+from __future__ import annotations
+
+from hopqa.console import clip, render_answer, safe
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods import build_method
+from hopqa.retrieval.pool import CandidatePool
+from hopqa.trace import Trace
+from hopqa.types import Answer, Passage, Usage
+
+POOL = CandidatePool([
+    Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County, North Dakota."),
+    Passage("b", "Stanley, North Dakota", "Stanley is a city in and the county seat of Mountrail County."),
+    Passage("c", "Paris", "Paris is the capital of France. It is large."),
+])
+Q = "What is the seat of the county where Van Hook Township is located?"
+
+
+def _self_ask_llm() -> ScriptedLLM:
+    def reply(request):
+        text = request.text()
+        if text.rstrip().endswith("Answer:"):  # a follow-up read from passages
+            return "Mountrail County" if "Which county" in text.rsplit("Question:", 1)[1] else "Stanley"
+        if "Intermediate answer: Stanley" in text:
+            return "So the final answer is: Stanley"
+        if "Intermediate answer: Mountrail County" in text:
+            return "Follow up: What is the county seat of Mountrail County?"
+        return " Yes.\nFollow up: Which county is Van Hook Township in?"
+
+    return ScriptedLLM(replies=reply)
+
+
+def test_self_ask_hops_and_the_printed_reasoning():
+    ans = build_method("self-ask", _self_ask_llm(), POOL, k=2).answer(Q)
+    assert ans.error is None and ans.answer == "Stanley"
+    hops = ans.hops
+    assert [(h.label, h.question, h.answer, h.depth) for h in hops] == [
+        ("follow-up", "Which county is Van Hook Township in?", "Mountrail County", 0),
+        ("follow-up", "What is the county seat of Mountrail County?", "Stanley", 0),
+    ]
+    assert [p["id"] for p in hops[0].passages] == [p.id for p in POOL.search(hops[0].question, 2)]
+    out = render_answer(ans, llm="scripted")
+    lines = out.splitlines()
+    assert lines[0] == f"Question: {Q}"
+    assert lines[1] == "Method: self-ask (scripted)"
+    assert lines[2] == " 1. follow-up: Which county is Van Hook Township in?"
+    assert lines[3] == "    -> Mountrail County"
+    assert lines[4].startswith("    passages: Van Hook Township (")
+    assert lines[5] == " 2. follow-up: What is the county seat of Mountrail County?"
+    assert "Answer: Stanley" in lines and lines[-1].startswith("Cost: 5 LLM calls")
+    assert any(line.startswith("Read from 2 passages: ") for line in lines)
+    # the hops travel with the JSON result, and a trace read back gives the same hops
+    d = ans.to_dict()
+    assert [h["answer"] for h in d["hops"]] == ["Mountrail County", "Stanley"]
+    assert [h.to_dict() for h in Trace.from_dict(d["trace"]).hops()] == d["hops"]
+
+
+def test_nested_hops_get_depth_and_own_passages():
+    trace = Trace(question="q")
+    with trace.activate():
+        with trace.step("outer") as outer:
+            outer.mark_hop("first sub-question", label="step")
+            outer.add_retrieval({"query": "x", "passages": [{"id": "1", "title": "One", "score": 2.0}]})
+            with trace.step("inner") as inner:
+                inner.mark_hop("nested", "deep answer")
+                inner.add_retrieval({"query": "y", "passages": [{"id": "2", "title": "Two", "score": 1.0}]})
+            outer.mark_hop("first sub-question", "its answer")
+    hops = trace.hops()
+    assert [(h.question, h.answer, h.depth, h.label) for h in hops] == [
+        ("first sub-question", "its answer", 0, "step"), ("nested", "deep answer", 1, "")]
+    assert [p["id"] for p in hops[0].passages] == ["1"] and [p["id"] for p in hops[1].passages] == ["2"]
+    text = render_answer(Answer(question="q", answer="a", method="m", trace=trace, usage=Usage()))
+    assert " 1. step: first sub-question" in text and "    2. nested" in text
+
+
+def test_single_step_method_lists_its_passages_not_hops():
+    llm = ScriptedLLM(replies=["Stanley"])
+    ans = build_method("retrieve-then-read", llm, POOL, k=2).answer(Q)
+    assert ans.hops == []
+    lines = render_answer(ans).splitlines()
+    assert lines[2] == "Answer: Stanley" and lines[3] == "Passages:"
+    assert lines[4].startswith("  [1] ")
+
+
+def test_terminal_control_characters_are_not_shown():
+    evil = "Stan\x1b[2J\x1b]0;pwned\x07ley\u202e\u200f!\r\x00"
+    assert safe(evil) == "Stan[2J]0;pwnedley!"
+    assert clip("a\n b\tc  " + "x" * 50, 10) == "a b c x..."
+    ans = Answer(question="q\x1b[31m", answer=evil, method="direct", trace=Trace(question="q"))
+    out = render_answer(ans)
+    assert "\x1b" not in out and "\u202e" not in out and "Answer: Stan[2J]0;pwnedley!" in out
+    assert ans.answer == evil  # the raw text is kept in the result and the trace

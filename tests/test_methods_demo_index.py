@@ -1,0 +1,228 @@
+"""Every registered method end to end on the real embedded SmolLM2 over the real BM25 demo index,
+each run checked against the structure its algorithm prescribes (calls, retrievals, steps, hops).
+
+The question is the first of the shipped MuSiQue dev set; its paragraphs are in the demo corpus.
+SmolLM2 is too weak to answer it: these tests pin behaviour, not quality (see the README's
+benchmark for answers). Options that only bound the cost are set per method in ``OPTIONS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from hopqa.methods.base import METHODS, build_method, get_method_class
+from hopqa.trace import Step
+from hopqa.types import Answer
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "What is the seat of the county where Van Hook Township is located?"
+
+#: Cost bounds for the small test model (every other option keeps the paper's default).
+OPTIONS: dict[str, dict] = {
+    "direct": {},
+    "cot": {},
+    "genread": {"document_tokens": 64},
+    "retrieve-then-read": {"k": 4},
+    "self-ask": {"max_steps": 3},
+    "react": {"max_steps": 3},
+    "ircot": {"max_steps": 3},
+    "iter-retgen": {"iterations": 2, "max_tokens": 48},
+    "hgot": {"depth": 1, "samples": 2, "max_steps": 2, "k": 3, "entailment_delta": False, "max_tokens": 96},
+    "gensco-max": {"max_levels": 2, "k": 6},
+    "gensco-stop": {"max_levels": 2, "k": 6},
+    "gensco-no-qd": {"max_levels": 2, "k": 6},
+    "self-dc": {"document_tokens": 48, "depth": 1},
+}
+
+
+def _kinds(ans: Answer, kind: str) -> list[Step]:
+    return ans.trace.root.find(kind)
+
+
+def _retrievals(step: Step) -> int:
+    return sum(len(s.retrievals) for s in step.walk())
+
+
+def _llm_calls(step: Step) -> int:
+    return sum(len(s.llm_calls) for s in step.walk())
+
+
+# -- one structural check per method --------------------------------------------------------------
+def check_direct(ans: Answer, cfg) -> None:
+    assert ans.usage.llm_calls == 1 and ans.usage.retrieval_calls == 0
+    assert not ans.passages and not ans.hops
+
+
+check_cot = check_direct
+
+
+def check_genread(ans: Answer, cfg) -> None:
+    assert ans.usage.retrieval_calls == 0
+    assert ans.usage.llm_calls == cfg.n_documents + 1  # n documents (seeded calls) + one read
+    assert [p.id for p in ans.passages] == [f"generated-{i}" for i in range(cfg.n_documents)]
+
+
+def check_retrieve_then_read(ans: Answer, cfg) -> None:
+    assert ans.usage.retrieval_calls == 1 and ans.usage.llm_calls == 1
+    assert len(ans.passages) == cfg.k
+    assert _kinds(ans, "retrieve")[0].retrievals[0]["query"] == QUESTION
+
+
+def check_self_ask(ans: Answer, cfg) -> None:
+    follow_ups = [s for s in _kinds(ans, "follow_up") if "follow_up" in s.outputs]
+    # each follow-up is answered from exactly one retrieval of k passages, inside its own step
+    assert ans.usage.retrieval_calls == len(follow_ups)
+    for s in follow_ups:
+        (inner,) = s.find("intermediate_answer")
+        assert len(inner.retrievals) == 1 and inner.retrievals[0]["query"] == s.outputs["follow_up"]
+        assert len(inner.retrievals[0]["passages"]) == cfg.k
+    assert [h.question for h in ans.hops] == [s.outputs["follow_up"] for s in follow_ups]
+    assert [h.answer for h in ans.hops] == [s.outputs["intermediate_answer"] for s in follow_ups]
+    turns = len(_kinds(ans, "follow_up"))
+    assert turns <= cfg.max_steps
+    assert ans.usage.llm_calls == turns + len(follow_ups) + len(_kinds(ans, "final_answer"))
+
+
+def check_react(ans: Answer, cfg) -> None:
+    steps = _kinds(ans, "react_step")
+    searches = [s for s in steps if (s.outputs.get("action") or [""])[0] == "search" and s.outputs["action"][1]]
+    assert ans.usage.retrieval_calls == len(searches)  # Search acts on the retriever, nothing else does
+    assert all(len(s.retrievals) == 1 for s in searches)
+    assert 1 <= len(steps) <= cfg.max_steps
+    assert ans.usage.llm_calls == len(steps) + len(_kinds(ans, "forced_finish"))
+    assert len(ans.hops) == sum(1 for s in steps if s.outputs.get("action") and s.outputs["action"][0] != "finish")
+
+
+def check_ircot(ans: Answer, cfg) -> None:
+    reasons = _kinds(ans, "reason")
+    kept = [s for s in reasons if not s.events]  # a step noted as empty / repeated ends the loop
+    final = kept and "answer is" in kept[-1].outputs["sentence"].lower()
+    # one retrieval with the question, then one per reasoning sentence that is not the final one
+    assert ans.usage.retrieval_calls == 1 + len(kept) - (1 if final else 0)
+    assert len(reasons) <= cfg.max_steps
+    assert len(ans.passages) <= cfg.max_paragraphs
+    scores = [p.score for p in ans.passages]
+    assert scores == sorted(scores, reverse=True)
+    assert ans.hops[0].question == QUESTION and ans.hops[0].label == "retrieve"
+    assert len(ans.hops) == ans.usage.retrieval_calls
+
+
+def check_iter_retgen(ans: Answer, cfg) -> None:
+    its = _kinds(ans, "iteration")
+    assert ans.usage.retrieval_calls == cfg.iterations == len(its) == len(ans.hops)
+    assert ans.usage.llm_calls == cfg.iterations
+    assert its[0].outputs["query"] == QUESTION
+    assert its[1].outputs["query"] == f"{QUESTION} {its[0].outputs['generation']}"
+    assert len(ans.passages) == cfg.k
+
+
+def check_hgot(ans: Answer, cfg) -> None:
+    probes, infers = _kinds(ans, "probe"), _kinds(ans, "infer")
+    traverses = _kinds(ans, "traverse")
+    assert len(probes) == len(traverses) == ans.usage.retrieval_calls  # one retrieval per probe, none else
+    assert all(len(p.retrievals) == 1 and len(p.retrievals[0]["passages"]) <= cfg.k for p in probes)
+    assert _retrievals(ans.trace.root) == len(probes)
+    root = traverses[0]
+    assert root.inputs["depth"] == 0
+    if root.outputs["stopped"]:
+        assert not infers and not ans.hops
+    else:
+        (search,) = root.find("search")
+        subs = [t for t in search.find("traverse")]
+        assert subs and all(t.inputs["depth"] == 1 and t.outputs["stopped"] for t in subs)  # depth 1 stops
+        assert len(infers) == 1 and len(ans.passages) <= cfg.k
+        assert [h.question for h in ans.hops] == [t.inputs["query"] for t in subs]
+    for p in [*probes, *infers]:
+        assert len(p.outputs["samples"]) == cfg.samples
+        assert len(p.outputs["sigma_after"]) == len(p.outputs["passages"])
+
+
+def _check_gensco(ans: Answer, cfg, variant: str) -> None:
+    (candidates,) = _kinds(ans, "candidates")
+    assert ans.usage.retrieval_calls == 1 and len(candidates.outputs["passages"]) == cfg.k
+    levels = _kinds(ans, "level")
+    scored = [s for s in levels if "scores" in s.outputs]
+    assert scored, "no level was scored"
+    assert len(scored[0].outputs["scores"]) == cfg.k  # level 1 scores every candidate
+    for s in scored:
+        best = min(s.outputs["scores"], key=lambda x: x["nll"])
+        assert s.outputs["chosen"] == best["id"]
+    (select,) = _kinds(ans, "select")
+    assert select.outputs["stop_reason"]
+    assert [p.id for p in ans.passages] == list(dict.fromkeys(s.outputs["chosen"] for s in scored))
+    assert len(ans.hops) == len(scored) and all(len(h.passages) == 1 for h in ans.hops)
+    if variant == "no-qd":
+        assert all(h.question == QUESTION for h in ans.hops)
+        assert "subquestion" not in levels[0].outputs
+    else:
+        assert [h.question for h in ans.hops] == [s.outputs["subquestion"] for s in scored]
+
+
+def check_gensco_max(ans: Answer, cfg) -> None:
+    _check_gensco(ans, cfg, "max")
+    assert not any("stop_nll_with" in s.outputs for s in _kinds(ans, "level"))
+
+
+def check_gensco_stop(ans: Answer, cfg) -> None:
+    _check_gensco(ans, cfg, "stop")
+    levels = _kinds(ans, "level")
+    assert "stop_nll_with" not in levels[0].outputs  # Eq. 1 applies from level stop_from_level = 2
+    for s in levels[1:]:
+        if "stop_nll_with" in s.outputs:
+            stopped = s.outputs.get("stop") == "likelihood (Eq. 1)"
+            assert stopped == (s.outputs["stop_nll_with"] > s.outputs["stop_nll_without"])
+
+
+def check_gensco_no_qd(ans: Answer, cfg) -> None:
+    _check_gensco(ans, cfg, "no-qd")
+
+
+def check_self_dc(ans: Answer, cfg) -> None:
+    nodes = _kinds(ans, "self-dc")
+    assert nodes[0].inputs["depth"] == 0
+    rtr = _kinds(ans, "retrieve-then-read")
+    assert ans.usage.retrieval_calls == len(rtr) and all(len(s.retrievals) == 1 for s in rtr)
+    for node in nodes:
+        route = node.outputs["route"]
+        assert route in ("retrieve-then-read", "generate-then-read", "decompose")
+        assert 0.0 <= node.outputs["confidence"] <= 1.0
+        children = [c.kind for c in node.children]
+        if route == "decompose":
+            assert "decompose" in children and "combine-sub-qas" in children
+        else:
+            assert route in children
+    assert [h.question for h in ans.hops] == [n.inputs["question"] for n in nodes]
+
+
+CHECKS: dict[str, Callable[[Answer, object], None]] = {
+    name: globals()[f"check_{name.replace('-', '_')}"] for name in OPTIONS
+}
+
+
+def test_every_registered_method_has_a_structural_check():
+    get_method_class("direct")  # registers the built-ins
+    assert set(CHECKS) == set(METHODS)
+
+
+@pytest.fixture(scope="module")
+def demo_ids(demo_index) -> set[str]:
+    return {p.id for p in demo_index.passages}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_method_end_to_end_over_the_demo_index(name, smollm2, demo_index, demo_ids):
+    method = build_method(name, smollm2, demo_index, **OPTIONS[name])
+    ans = method.answer(QUESTION)
+    assert ans.error is None, ans.error
+    assert ans.answer.strip(), "no answer"
+    assert ans.trace.root.kind == "question" and ans.trace.root.outputs["answer"] == ans.answer
+    # every call the method made is in the trace and in the usage
+    assert _llm_calls(ans.trace.root) == ans.usage.llm_calls
+    assert _retrievals(ans.trace.root) == ans.usage.retrieval_calls
+    used = {p["id"] for h in ans.hops for p in h.passages} | {p.id for p in ans.passages}
+    if name != "genread":  # GenRead reads its own generated documents
+        assert used <= demo_ids  # every passage shown comes from the demo index
+    CHECKS[name](ans, method.config)
