@@ -9,7 +9,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.hopqa-installed
 QWEN_STAMP := $(VENV)/.hopqa-qwen-installed
-QUESTION ?= Who is the director of the film that won Best Picture at the 1998 Oscars?
+# A two-hop question of the shipped MuSiQue dev set (2hop__335418_279684) whose paragraphs are in the demo corpus.
+QUESTION ?= What team was Anna Benson's husband on?
 PYTEST_ARGS ?=
 # llama.cpp is compiled for a portable x86-64 baseline (AVX2, FMA, F16C) rather than -march=native:
 # a native build on Sapphire Rapids CPUs turns on ggml's AMX kernels, which crash (SIGSEGV) on the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hopqa.config import DEFAULT_METHOD
 from hopqa.types import Answer, Example, Passage, Usage
 
 __version__ = "0.1.0"
@@ -19,7 +20,7 @@ __all__ = ["Answer", "Example", "Passage", "Usage", "pipeline", "__version__"]
 
 
 def pipeline(
-    method: str = "retrieve-then-read",
+    method: str = DEFAULT_METHOD,
     llm: Any = None,
     corpus: str | Path | None = None,
     index: str | Path | None = None,

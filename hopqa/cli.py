@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-DEFAULT_METHOD = "retrieve-then-read"
+from hopqa.config import DEFAULT_METHOD
 
 
 class UsageError(Exception):

@@ -16,6 +16,9 @@ from pathlib import Path
 
 #: The user-facing default model (the only packaged model that follows the prompts).
 DEFAULT_LLM = "embedded:qwen2.5-1.5b"
+#: The method of ``hopqa ask`` and ``hopqa.pipeline()``: IRCoT measured best of the decomposition
+#: methods with the embedded Qwen on the shipped dev sets (README, "Which method the demo shows").
+DEFAULT_METHOD = "ircot"
 #: The small, fast model the tests use.
 TEST_LLM = "embedded:smollm2-135m"
 #: Longest question accepted, in characters (longer input is an error, not a silent cut).

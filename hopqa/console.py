@@ -24,6 +24,7 @@ reply cannot move the cursor or reorder the line; the raw text stays in the trac
 from __future__ import annotations
 
 import re
+import textwrap
 import unicodedata
 from typing import Any
 
@@ -31,9 +32,10 @@ from hopqa.types import Answer
 
 #: Characters a terminal acts on: C0/C1 controls (but tab and newline), DEL, bidi controls.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]")
-#: How many passages a hop lists, and how wide a line may get.
+#: How many passages a hop lists, how wide a line may get, how many lines a text may take.
 HOP_PASSAGES = 3
 WIDTH = 110
+MAX_LINES = 3
 
 
 def safe(text: Any) -> str:
@@ -48,6 +50,13 @@ def clip(text: Any, width: int) -> str:
     return line if len(line) <= width else line[: max(0, width - 3)].rstrip() + "..."
 
 
+def wrap(text: Any, first: str, rest: str, width: int = WIDTH, max_lines: int = MAX_LINES) -> list[str]:
+    """``text`` on at most ``max_lines`` lines of ``width`` characters, the first starting with
+    ``first`` and the others indented by ``rest`` (the last line ends in "..." if cut)."""
+    return textwrap.wrap(" ".join(safe(text).split()), width=width, initial_indent=first,
+                         subsequent_indent=rest, max_lines=max_lines, placeholder=" ...") or [first.rstrip()]
+
+
 def _passage_list(passages: list[dict[str, Any]], limit: int = HOP_PASSAGES) -> str:
     shown = []
     for p in passages[:limit]:
@@ -60,16 +69,15 @@ def _passage_list(passages: list[dict[str, Any]], limit: int = HOP_PASSAGES) -> 
 
 def render_answer(answer: Answer, llm: str = "", show_trace: bool = False) -> str:
     """The human output of one answered question (see the module docstring)."""
-    lines = [f"Question: {clip(answer.question, WIDTH - 10)}",
+    lines = [*wrap(answer.question, "Question: ", " " * 10),
              f"Method: {answer.method}" + (f" ({safe(llm)})" if llm else "")]
     hops = answer.hops
     for n, hop in enumerate(hops, 1):
         pad = "   " * hop.depth
-        head = f"{pad}{n:>2}. " + (f"{hop.label}: " if hop.label else "")
-        lines.append(head + clip(hop.question, WIDTH - len(head)))
         body = " " * len(f"{pad}{n:>2}. ")
+        lines += wrap(hop.question, f"{pad}{n:>2}. " + (f"{hop.label}: " if hop.label else ""), body)
         if hop.answer:
-            lines.append(body + "-> " + clip(hop.answer, WIDTH - len(body) - 3))
+            lines += wrap(hop.answer, body + "-> ", body + "   ")
         if hop.passages:
             lines.append(body + "passages: " + clip(_passage_list(hop.passages), WIDTH - len(body) - 10))
     if answer.error:

@@ -110,25 +110,29 @@ def test_ask_prints_answer_passages_and_cost(tmp_path, corpus):
 
 
 @pytest.mark.slow
-def test_ask_shows_each_hop_with_its_answer_and_passages(tmp_path, corpus):
-    r = hopqa("ask", QUESTION, "--method", "self-ask", "--llm", SMOL, "--corpus", str(corpus), "--k", "2",
-              "--json", home=tmp_path)
+@pytest.mark.parametrize("method,options", [("iter-retgen", ["--set", "iterations=2"]), ("ircot", [])])
+def test_ask_shows_each_hop_with_its_answer_and_passages(tmp_path, corpus, method, options):
+    args = ["ask", QUESTION, "--method", method, *options, "--llm", SMOL, "--corpus", str(corpus), "--k", "2"]
+    r = hopqa(*args, "--json", home=tmp_path)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
-    text = hopqa("ask", QUESTION, "--method", "self-ask", "--llm", SMOL, "--corpus", str(corpus), "--k", "2",
-                 home=tmp_path).stdout  # same calls, from the cache
-    from hopqa.console import clip
+    text = hopqa(*args, home=tmp_path).stdout  # the same calls, from the cache
+    from hopqa.console import wrap
 
     lines = text.splitlines()
-    assert result["hops"], "SmolLM2 asked no follow-up question"
-    at = 2
+    assert result["hops"] and lines[1] == f"Method: {method} ({SMOL})"
+    at = len(wrap(QUESTION, "Question: ", " " * 10)) + 1
     for n, hop in enumerate(result["hops"], 1):
-        head = f"{n:>2}. follow-up: "
-        assert lines[at] == head + clip(hop["question"], 110 - len(head))
-        assert lines[at + 1] == "    -> " + clip(hop["answer"], 110 - 7)
-        assert lines[at + 2].startswith("    passages: " + hop["passages"][0]["title"])
-        at += 3
+        expected = wrap(hop["question"], f"{n:>2}. {hop['label']}: ", "    ")
+        if hop["answer"]:
+            expected += wrap(hop["answer"], "    -> ", "       ")
+        assert lines[at:at + len(expected)] == expected
+        at += len(expected)
+        if hop["passages"]:
+            assert lines[at].startswith("    passages: " + hop["passages"][0]["title"])
+            at += 1
     assert lines[at] == f"Answer: {result['answer']}"
+    assert lines[at + 1].startswith(f"Read from {len(result['passages'])} passage")
 
 
 @pytest.mark.slow
@@ -148,12 +152,25 @@ def test_ask_json_has_trace_and_usage(tmp_path, corpus):
 def test_ask_on_demo_corpus_with_trace(hopqa_home, demo_index):
     r = hopqa("ask", QUESTION, "--llm", SMOL, "--trace", home=hopqa_home)
     assert r.returncode == 0, r.stderr
-    assert "Passages:" in r.stdout and "Trace:" in r.stdout and "- retrieve" in r.stdout
+    lines = r.stdout.splitlines()
+    assert lines[1] == f"Method: ircot ({SMOL})"  # the default method
+    assert lines[2] == f" 1. retrieve: {QUESTION}" and lines[3].startswith("    passages: ")
+    assert "Trace:" in lines and "- retrieve" in r.stdout and "- read" in r.stdout
+
+
+#: The demo's question (Makefile QUESTION): two hops in the shipped MuSiQue dev set.
+DEMO_QUESTION = "What team was Anna Benson's husband on?"
 
 
 @pytest.mark.qwen
 def test_default_ask_uses_qwen_and_demo_corpus(hopqa_home, demo_index):
-    """`hopqa ask QUESTION` with no options: the README's main job."""
-    r = hopqa("ask", QUESTION, home=hopqa_home, timeout=1200)
+    """`hopqa ask QUESTION` with no options: the README's main job, as `make demo` runs it."""
+    from hopqa.datasets import load_shipped
+
+    gold = next(e for e in load_shipped("musique", "dev") if e.question == DEMO_QUESTION).answers
+    r = hopqa("ask", DEMO_QUESTION, home=hopqa_home, timeout=1200)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("Answer: ") and "Passages:" in r.stdout and "LLM calls" in r.stdout
+    lines = r.stdout.splitlines()
+    assert lines[1] == "Method: ircot (embedded:qwen2.5-1.5b)"
+    assert lines[2] == f" 1. retrieve: {DEMO_QUESTION}" and " 2. thought: " in r.stdout  # the hops
+    assert f"Answer: {gold[0]}" in lines and lines[-1].startswith("Cost: ")

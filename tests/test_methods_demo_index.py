@@ -107,7 +107,8 @@ def check_ircot(ans: Answer, cfg) -> None:
     scores = [p.score for p in ans.passages]
     assert scores == sorted(scores, reverse=True)
     assert ans.hops[0].question == QUESTION and ans.hops[0].label == "retrieve"
-    assert len(ans.hops) == ans.usage.retrieval_calls
+    assert [h.question for h in ans.hops[1:]] == [s.outputs["sentence"] for s in kept]  # every reasoning step
+    assert [bool(h.passages) for h in ans.hops] == [True] * ans.usage.retrieval_calls + [False] * bool(final)
 
 
 def check_iter_retgen(ans: Answer, cfg) -> None:
@@ -226,3 +227,26 @@ def test_method_end_to_end_over_the_demo_index(name, smollm2, demo_index, demo_i
     if name != "genread":  # GenRead reads its own generated documents
         assert used <= demo_ids  # every passage shown comes from the demo index
     CHECKS[name](ans, method.config)
+
+
+def test_self_dc_prob_over_the_demo_index(demo_index, demo_ids):
+    """Self-DC with the 'prob' confidence (token log-probabilities: logits_all) over the demo
+    index: each node's confidence is the mean token probability of its confidence call."""
+    import math
+
+    from hopqa.llm.llamacpp import EmbeddedConfig, LlamaCppLLM
+
+    llm = LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=4096, logits_all=True))
+    try:
+        method = build_method("self-dc", llm, demo_index, confidence="prob", **OPTIONS["self-dc"])
+        ans = method.answer(QUESTION)
+    finally:
+        llm.close()
+    assert ans.error is None, ans.error
+    check_self_dc(ans, method.config)
+    for node in _kinds(ans, "self-dc"):
+        (conf,) = [c for c in node.children if c.kind == "confidence"]
+        (call,) = conf.llm_calls
+        logprobs = call["logprobs"][0]
+        assert logprobs and conf.outputs["confidence"] == sum(math.exp(x) for x in logprobs) / len(logprobs)
+    assert {p.id for p in ans.passages} <= demo_ids

@@ -80,6 +80,7 @@ class IRCoT(Method):
                     break
                 cot.append(sentence)
                 if "answer is" in sentence.lower():
+                    s.mark_hop(sentence, label="thought")  # the last step: nothing more to retrieve
                     break
             with step("retrieve", query=sentence) as s:
                 s.mark_hop(sentence, label="thought")
