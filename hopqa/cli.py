@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from hopqa.config import DEFAULT_METHOD
+from hopqa.config import DEFAULT_METHOD, redact_credentials
 
 
 class UsageError(Exception):
@@ -195,9 +195,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except MethodError as exc:
             raise UsageError(str(exc)) from exc
         config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
-                  "options": dataclasses.asdict(method.config), "llm": spec, "judge": judge_spec}
+                  "options": dataclasses.asdict(method.config), "llm": redact_credentials(spec),
+                  "judge": redact_credentials(judge_spec) if judge_spec else None}
         if takes_scorer:
-            config["scorer_llm"] = args.scorer_llm or spec
+            config["scorer_llm"] = redact_credentials(args.scorer_llm or spec)
         try:
             summary = evaluate(method, examples, base / name, setting=args.setting, retriever=retriever,
                                workers=args.workers, judge=judge, config=config, retry_failed=args.retry_failed,

@@ -12,6 +12,7 @@ or the dataset loaders.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 #: The user-facing default model (the only packaged model that follows the prompts).
@@ -52,3 +53,16 @@ def data_dir_from_env() -> Path | None:
 def default_llm(explicit: str | None = None) -> str:
     """The LLM spec to use: the argument, else ``HOPQA_LLM``, else the embedded Qwen."""
     return explicit or os.environ.get("HOPQA_LLM") or DEFAULT_LLM
+
+
+#: ``scheme://user:password@`` (or ``scheme://token@``) in a URL: the credentials part.
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s?#]+@")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***``.
+
+    ``openai:m@http://user:secret@host/v1`` -> ``openai:m@http://***@host/v1``. Applied to every
+    LLM spec or endpoint that is recorded (run configuration, results, cache keys) or printed.
+    """
+    return _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
+from hopqa.config import redact_credentials
 from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
@@ -92,7 +93,8 @@ class OpenAICompatibleLLM(LLMBase):
         import openai
 
         self.config = config
-        self.name = f"openai:{config.model}" + (f"@{config.base_url}" if config.base_url else "")
+        # Credentials in the URL stay out of the name, the cache key and everything recorded.
+        self.name = f"openai:{config.model}" + (f"@{redact_credentials(config.base_url)}" if config.base_url else "")
         self.max_concurrency = config.concurrency
         caps = {GENERATE}
         if config.native_n:
@@ -112,7 +114,8 @@ class OpenAICompatibleLLM(LLMBase):
         )
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": "openai-compatible", "model": self.config.model, "base_url": self.config.base_url}
+        url = redact_credentials(self.config.base_url) if self.config.base_url else None
+        return {"backend": "openai-compatible", "model": self.config.model, "base_url": url}
 
     def capability_hint(self, capability: str) -> str:
         if capability == LOGLIKELIHOOD:
