@@ -7,8 +7,25 @@ import threading
 
 import pytest
 
-from hopqa.llm import CachedLLM, GenerationRequest, LLMBase, ResponseCache, UnsupportedCapability
-from hopqa.llm.base import LOGLIKELIHOOD, LOGPROBS, NATIVE_N, request_key
+from hopqa.llm import (
+    CachedLLM,
+    GenerationRequest,
+    LLMBase,
+    LLMSpecError,
+    ResponseCache,
+    UnsupportedCapability,
+    load_llm,
+)
+from hopqa.llm.base import (
+    LOGLIKELIHOOD,
+    LOGPROBS,
+    NATIVE_N,
+    Completion,
+    Generation,
+    cap_completion,
+    reply_cap,
+    request_key,
+)
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.runtime import TracedLLM, accounting
 from hopqa.trace import Trace, step
@@ -123,7 +140,10 @@ def test_loglikelihood_cached(tmp_path):
 
 @pytest.mark.parametrize("bound", [1, 3])
 def test_concurrency_is_bounded(bound):
-    llm = ScriptedLLM(replies=lambda r: "x", max_concurrency=bound, delay=0.05)
+    # Each call waits until `bound` calls are in flight together (a barrier, not a sleep): the
+    # bound is reached whatever the machine's load, and going over it would show.
+    gate = threading.Barrier(bound, timeout=20)
+    llm = ScriptedLLM(replies=lambda r: "x", max_concurrency=bound, gate=gate.wait)
     reqs = [GenerationRequest.make(f"q{i}") for i in range(9)]
     out = llm.map(reqs, workers=8)
     assert len(out) == 9
@@ -172,3 +192,80 @@ def test_usage_per_question_and_in_total():
     assert [a.usage.llm_calls for a in answers] == [1, 1, 1]
     assert method.llm.total.llm_calls == 3
     assert method.llm.total.completion_tokens == sum(a.usage.completion_tokens for a in answers) == 3
+
+
+# -- the reply cap -----------------------------------------------------------------------------
+def test_reply_cap_value():
+    assert reply_cap(0) == reply_cap(32) == reply_cap(125) == 2000
+    assert reply_cap(256) == 4096 and reply_cap(1000) == 16000
+
+
+def test_long_replies_are_cut_and_marked_for_every_backend(tmp_path):
+    long = "word " * 20_000  # 100,000 characters for max_tokens=10
+    inner = ScriptedLLM(replies=lambda r: long if "long" in r.prompt else "short")
+    llm = TracedLLM(CachedLLM(inner, ResponseCache(tmp_path / "c")))
+    trace = Trace(question="q")
+    with trace.activate(), step("gen") as s:
+        gen = llm.generate("long please", max_tokens=10)
+        again = llm.generate("long please", max_tokens=10)
+        short = llm.generate("short please", max_tokens=10)
+    c = gen.completions[0]
+    assert len(c.text) == 2000 and c.text == long[:2000] and c.truncated and c.finish_reason == "length"
+    assert again.cached and again.completions[0] == c
+    assert short.text == "short" and not short.completions[0].truncated
+    assert s.events == [{"message": "LLM reply truncated", "backend": "scripted", "chars": [100_000], "cap": 2000,
+                         "max_tokens": 10}]
+    assert s.llm_calls[0]["outputs"] == [long[:2000]]
+
+
+def test_long_samples_are_cut_when_n_is_split():
+    llm = ScriptedLLM(replies=lambda r: "y" * 5000)
+    gen = llm.generate("p", n=3, temperature=0.5, max_tokens=200)
+    assert [len(t) for t in gen.texts] == [3200] * 3 and all(c.truncated for c in gen.completions)
+
+
+def test_cache_hits_written_before_the_cap_are_cut(tmp_path):
+    cache = ResponseCache(tmp_path / "c")
+    req = GenerationRequest.make("p", max_tokens=5)
+    key = request_key(ScriptedLLM().identity(), "generate", req.key_dict())
+    cache.set(key, Generation(completions=[Completion(text="z" * 9000)], backend="scripted").to_dict())
+    gen = CachedLLM(ScriptedLLM(replies=[]), cache).complete(req)
+    assert gen.cached and len(gen.text) == 2000 and gen.completions[0].truncated
+
+
+def test_cap_keeps_the_tokens_that_fit():
+    c = Completion(text="ab cd ef", tokens=["ab", " cd", " ef"], logprobs=[-1.0, -2.0, -3.0])
+    cut = cap_completion(c, 6)
+    assert (cut.text, cut.tokens, cut.logprobs, cut.truncated) == ("ab cd ", ["ab", " cd"], [-1.0, -2.0], True)
+    assert cap_completion(c, 8) is c and not c.truncated
+    old = Generation.from_dict({"completions": [{"text": "x", "finish_reason": "stop", "tokens": None,
+                                                 "logprobs": None}]})
+    assert old.completions[0].truncated is False  # cache entries without the field still load
+
+
+# -- LLM specs -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("foo:bar",
+         "unknown LLM backend 'foo' in 'foo:bar': use embedded:NAME, embedded:PATH.gguf or openai:MODEL@http://host:port/v1"),
+        ("foo:m@http://u:topsecret@h/v1", "unknown LLM backend 'foo' in 'foo:m@http://***@h/v1'"),
+        ("openai:m@http://u:topsecret@h/v1?timeout=abc", "bad value 'abc' for the LLM option 'timeout'"),
+        ("openai:m@http://h/v1?retires=3", "unknown option 'retires' in the LLM spec (did you mean 'retries'?)"),
+        ("embedded:smollm2-135m?n_ctx=big", "bad value 'big' for the embedded option 'n_ctx': use n_ctx=N"),
+        ("embedded:smollm2-135m?n_ctxx=4096",
+         "unknown embedded option 'n_ctxx' (did you mean 'n_ctx'?); known options: n_ctx, n_threads"),
+        ("embedded:smollm2-135m?logits_all=perhaps",
+         "bad value 'perhaps' for the embedded option 'logits_all': use logits_all=1 or logits_all=0"),
+    ],
+)
+def test_bad_llm_specs_are_one_line_value_errors(tmp_path, spec, expected):
+    from hopqa.llm import parse_embedded
+
+    with pytest.raises(LLMSpecError) as e:
+        if spec.startswith("embedded:"):  # parsed alone: a wrongly accepted spec must not load a model
+            parse_embedded(spec.partition(":")[2])
+        else:
+            load_llm(spec, home=tmp_path, cache=False)
+    msg = str(e.value)
+    assert isinstance(e.value, ValueError) and expected in msg and "\n" not in msg and "topsecret" not in msg

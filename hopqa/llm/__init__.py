@@ -7,13 +7,15 @@
 - ``openai:MODEL@http://host:port/v1[?options]`` — any OpenAI-compatible server (``openai.py``).
 
 With ``cache=True`` (the default) the backend is wrapped in ``CachedLLM`` over
-``<home>/cache/llm``.
+``<home>/cache/llm``. A malformed spec (unknown backend, unknown option, bad value) raises
+``LLMSpecError``, a ``ValueError`` whose one-line message names the bad part and the accepted
+forms (credentials in URLs redacted); the CLI turns it into a usage error.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hopqa.llm.base import (
     GENERATE,
@@ -25,6 +27,7 @@ from hopqa.llm.base import (
     GenerationRequest,
     LLMBase,
     LLMError,
+    LLMSpecError,
     LogLikelihood,
     UnsupportedCapability,
 )
@@ -35,9 +38,36 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "GENERATE", "LOGLIKELIHOOD", "LOGPROBS", "NATIVE_N", "CachedLLM", "Completion", "Generation",
-    "GenerationRequest", "LLMBase", "LLMError", "LogLikelihood", "ResponseCache", "UnsupportedCapability",
-    "load_llm",
+    "GenerationRequest", "LLMBase", "LLMError", "LLMSpecError", "LogLikelihood", "ResponseCache", "UnsupportedCapability",
+    "check_spec", "load_llm",
 ]
+
+
+#: The accepted forms of an LLM spec (for error messages).
+SPEC_FORMS = "embedded:NAME, embedded:PATH.gguf or openai:MODEL@http://host:port/v1"
+
+
+def check_spec(spec: str, **embedded_options: object) -> tuple[str, str, Any]:
+    """Parse an LLM spec without loading anything: ``(kind, model, options)`` with ``kind``
+    ``"embedded"`` (options an ``EmbeddedConfig``) or ``"openai"`` (an ``OpenAIConfig``).
+
+    Raises ``LLMSpecError`` on a malformed spec, so a caller can report a typo before it builds
+    an index or loads a model. ``load_llm`` goes through here: one dispatch for both.
+    """
+    kind, sep, rest = spec.partition(":")
+    if not sep:
+        kind, rest = "embedded", spec
+    if kind == "embedded":
+        model, cfg = parse_embedded(rest, **embedded_options)
+        return kind, model, cfg
+    if kind == "openai":
+        from hopqa.llm.openai import OpenAIConfig
+
+        config = OpenAIConfig.parse(rest)
+        return kind, config.model, config
+    from hopqa.config import redact_credentials
+
+    raise LLMSpecError(f"unknown LLM backend {kind!r} in {redact_credentials(spec)!r}: use {SPEC_FORMS}")
 
 
 def load_llm(
@@ -51,29 +81,26 @@ def load_llm(
     """Build the LLM a spec names (see the module docstring), cached unless ``cache=False``."""
     from hopqa.config import default_home
 
+    kind, target, options = check_spec(spec, **embedded_options)
     home_dir = default_home(home)
-    kind, sep, rest = spec.partition(":")
-    if not sep:
-        kind, rest = "embedded", spec
     if kind == "embedded":
         from hopqa.llm.llamacpp import LlamaCppLLM
 
-        model, cfg = parse_embedded(rest, **embedded_options)
-        llm: LLMBase = LlamaCppLLM(model, home=home_dir, config=cfg)
-    elif kind == "openai":
-        from hopqa.llm.openai import OpenAICompatibleLLM, OpenAIConfig
-
-        llm = OpenAICompatibleLLM(OpenAIConfig.parse(rest, api_key=api_key))
+        llm: LLMBase = LlamaCppLLM(target, home=home_dir, config=options)
     else:
-        raise ValueError(f"unknown LLM backend {kind!r} in {spec!r}: use embedded:NAME or openai:MODEL@URL")
+        from hopqa.llm.openai import OpenAICompatibleLLM
+
+        options.api_key = api_key
+        llm = OpenAICompatibleLLM(options)
     if cache:
         llm = CachedLLM(llm, ResponseCache(Path(cache_dir) if cache_dir else home_dir / "cache" / "llm"))
     return llm
 
 
-def parse_embedded(rest: str, **overrides: object) -> tuple[str, "EmbeddedConfig"]:
+def parse_embedded(rest: str, **overrides: object) -> tuple[str, EmbeddedConfig]:
     """Split ``NAME?key=value&...`` into the model name and an ``EmbeddedConfig``."""
     from dataclasses import fields
+    from difflib import get_close_matches
     from urllib.parse import parse_qsl
 
     from hopqa.llm.llamacpp import EmbeddedConfig
@@ -81,11 +108,21 @@ def parse_embedded(rest: str, **overrides: object) -> tuple[str, "EmbeddedConfig
     model, _, query = rest.partition("?")
     cfg = EmbeddedConfig()
     types = {f.name: f.type for f in fields(cfg)}
-    for key, value in [*parse_qsl(query), *overrides.items()]:
+    for key, value in [*parse_qsl(query, keep_blank_values=True), *overrides.items()]:
         if key not in types:
-            raise ValueError(f"unknown embedded option {key!r} (known: {', '.join(types)})")
+            close = get_close_matches(key, types, n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise LLMSpecError(f"unknown embedded option {key!r}{guess}; known options: {', '.join(types)} "
+                               "(as in embedded:NAME?n_ctx=4096&n_threads=2)")
+        text = str(value).strip().lower()
         if "bool" in str(types[key]):
-            setattr(cfg, key, str(value).lower() in ("1", "true", "yes", "on"))
+            if text not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise LLMSpecError(f"bad value {str(value)!r} for the embedded option {key!r}: use {key}=1 or {key}=0")
+            setattr(cfg, key, text in ("1", "true", "yes", "on"))
         else:
-            setattr(cfg, key, int(value))  # type: ignore[arg-type]
+            try:
+                setattr(cfg, key, int(text))
+            except ValueError:
+                raise LLMSpecError(f"bad value {str(value)!r} for the embedded option {key!r}: "
+                                   f"use {key}=N with N a whole number") from None
     return model or "qwen2.5-1.5b", cfg

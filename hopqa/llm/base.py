@@ -13,6 +13,19 @@ continuation); ``LLMBase`` turns that into the public API:
 A backend that cannot return ``n`` samples in one call gets ``n`` single calls with seeds
 ``seed, seed+1, ...`` (run concurrently up to ``max_concurrency``). Asking for a capability the
 backend lacks raises ``UnsupportedCapability`` naming both.
+
+Concurrency: ``complete`` and ``loglikelihood`` hold one of ``max_concurrency`` slots around the
+backend's ``_complete`` / ``_loglikelihood``. A backend must never call the public API
+(``complete``, ``map``, ``generate``) from inside ``_complete``: the nested call would wait for
+a slot its caller holds, and with every slot taken that way the process hangs. Extra calls a
+backend needs (e.g. topping up samples a server did not return) go to its own raw methods.
+
+Reply cap: every completion a backend returns is cut to ``reply_cap(max_tokens)`` characters
+(``max(MIN_REPLY_CHARS, REPLY_CHARS_PER_TOKEN * max_tokens)``: 2,000 characters for the short
+answers of most prompts, 4,096 for ``max_tokens=256``) — a server that ignores ``max_tokens``
+cannot hand a method a 100 KB reply to parse or to paste into the next prompt. A cut completion
+has ``truncated=True`` and ``finish_reason="length"``, keeps only the tokens / log-probabilities
+that fit, and the trace step open at the time gets a note ``LLM reply truncated``.
 """
 
 from __future__ import annotations
@@ -34,8 +47,19 @@ LOGLIKELIHOOD = "loglikelihood"  # score of a given continuation (teacher forcin
 NATIVE_N = "native_n"  # n samples in one call
 
 
+#: Characters accepted per requested token (a token is ~4 characters of English; 16 is generous).
+REPLY_CHARS_PER_TOKEN = 16
+#: Characters always accepted, however small ``max_tokens`` is.
+MIN_REPLY_CHARS = 2000
+
+
 class LLMError(RuntimeError):
     """A model call failed for good (after retries), with what was wrong and what to do."""
+
+
+class LLMSpecError(ValueError):
+    """An LLM spec (``--llm``) or one of its options is malformed; the message names the bad
+    part and the accepted forms."""
 
 
 class UnsupportedCapability(LLMError):
@@ -99,6 +123,8 @@ class Completion:
     finish_reason: str | None = None
     tokens: list[str] | None = None
     logprobs: list[float] | None = None
+    #: The backend's reply was longer than ``reply_cap(max_tokens)`` and was cut to it.
+    truncated: bool = False
 
     @property
     def mean_prob(self) -> float | None:
@@ -206,14 +232,16 @@ class LLMBase:
         return self.complete(GenerationRequest.make(prompt, **kw))
 
     def complete(self, request: GenerationRequest) -> Generation:
-        """Run one request, splitting ``n`` into single calls when the backend needs that."""
+        """Run one request, splitting ``n`` into single calls when the backend needs that.
+        Every reply is cut to ``reply_cap(request.max_tokens)`` characters (module docstring)."""
         if request.n < 1:
             raise ValueError("n must be at least 1")
         if request.logprobs:
             self.require(LOGPROBS)
         if request.n == 1 or self.supports(NATIVE_N):
             with self._slots:
-                return self._complete(request)
+                gen = self._complete(request)
+            return cap_generation(gen, request.max_tokens)
         base_seed = request.seed if request.seed is not None else 0
         singles = [replace(request, n=1, seed=base_seed + i) for i in range(request.n)]
         parts = self.map(singles)
@@ -271,6 +299,47 @@ class LLMWrapper(LLMBase):
 
     def close(self) -> None:
         self.inner.close()
+
+
+def reply_cap(max_tokens: int) -> int:
+    """The most characters of one completion hopqa accepts for a request of ``max_tokens``."""
+    return max(MIN_REPLY_CHARS, REPLY_CHARS_PER_TOKEN * max(0, int(max_tokens)))
+
+
+def cap_completion(completion: Completion, limit: int) -> Completion:
+    """``completion`` cut to ``limit`` characters (itself when it fits): ``truncated=True``,
+    ``finish_reason="length"``, and only the tokens (with their log-probabilities) that end
+    within the limit (log-probabilities without tokens cannot be aligned and are kept)."""
+    if len(completion.text) <= limit:
+        return completion
+    tokens, logprobs = completion.tokens, completion.logprobs
+    if tokens is not None:
+        keep, end = 0, 0
+        for tok in tokens:
+            end += len(tok)
+            if end > limit:
+                break
+            keep += 1
+        tokens = tokens[:keep]
+        logprobs = logprobs[:keep] if logprobs is not None else None
+    return replace(completion, text=completion.text[:limit], finish_reason="length", tokens=tokens,
+                   logprobs=logprobs, truncated=True)
+
+
+def cap_generation(gen: Generation, max_tokens: int) -> Generation:
+    """``gen`` with every completion cut to ``reply_cap(max_tokens)`` characters; a note on the
+    open trace step (if any) says which replies were cut and from how long."""
+    limit = reply_cap(max_tokens)
+    long = [len(c.text) for c in gen.completions if len(c.text) > limit]
+    if not long:
+        return gen
+    gen.completions = [cap_completion(c, limit) for c in gen.completions]
+    from hopqa.trace import current_step
+
+    step = current_step()
+    if step is not None:
+        step.note("LLM reply truncated", backend=gen.backend, chars=long, cap=limit, max_tokens=max_tokens)
+    return gen
 
 
 def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generation:

@@ -6,6 +6,8 @@ top_p, max_tokens, stop, logprobs, seed) — see ``hopqa.llm.base.request_key``.
 cached result comes back with ``cached=True``; usage accounting then counts the call as a
 cache hit with zero tokens. Sampling at temperature > 0 is cached too (per seed), which makes
 evaluations reproducible; pass a different ``seed`` or ``--no-cache`` for fresh samples.
+Failed calls are not cached. A hit is cut to the reply cap like a fresh reply
+(``hopqa.llm.base.reply_cap``), so entries written before the cap existed obey it too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hopqa.llm.base import (
     LLMBase,
     LLMWrapper,
     LogLikelihood,
+    cap_generation,
     request_key,
 )
 
@@ -65,7 +68,7 @@ class CachedLLM(LLMWrapper):
             gen = Generation.from_dict(hit)
             gen.cached = True
             gen.seconds = time.perf_counter() - t0
-            return gen
+            return cap_generation(gen, request.max_tokens)
         gen = self.inner.complete(request)
         self.cache.set(key, gen.to_dict())
         return gen

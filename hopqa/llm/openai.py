@@ -5,7 +5,9 @@ api.openai.com), optionally followed by ``?key=value&...`` options:
 
 - ``concurrency=8`` — requests in flight at once from this process (default 8);
 - ``timeout=120`` — seconds per request; ``retries=4`` — attempts after the first on
-  connection errors, timeouts, HTTP 429 and 5xx, with exponential backoff from ``backoff=1``;
+  connection errors, timeouts, HTTP 408, 409, 429 and 5xx, malformed or undecodable JSON and
+  replies without choices, with exponential backoff from ``backoff=1``; after the last attempt
+  an ``LLMError`` names the endpoint (credentials redacted), what went wrong and what to do;
 - ``n=native|split`` — whether the server returns ``n`` samples in one call (default
   ``native``; if it returns fewer, the rest are fetched with single calls);
 - ``logprobs=1|0`` — the server returns token log-probabilities on chat completions
@@ -15,17 +17,28 @@ api.openai.com), optionally followed by ``?key=value&...`` options:
   Ollama do not; llama.cpp server's echo logprobs are shifted by one token for models
   without BOS, so hopqa does not enable it there by default).
 
+A malformed spec or option (``timeout=abc``, ``retries=-1``, ``retires=3``) is an
+``LLMSpecError`` (a ``ValueError``) naming the bad part and the accepted form.
+
 The API key comes from ``OPENAI_API_KEY`` (read by the CLI, passed in here), is never logged,
 and is not part of the cache key. Servers that need no key get the placeholder ``EMPTY``.
+Credentials in the URL (``http://user:password@host/v1``) are redacted from the backend's name,
+its identity (the cache key) and every error message, and no library exception that could
+print the URL is chained under its errors.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import math
 import random
+import re
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import unquote_plus
 
 from hopqa.config import redact_credentials
 from hopqa.llm.base import (
@@ -38,13 +51,29 @@ from hopqa.llm.base import (
     GenerationRequest,
     LLMBase,
     LLMError,
+    LLMSpecError,
     LogLikelihood,
 )
+
+#: Every option of an ``openai:`` spec and the form it accepts (used in error messages).
+OPTION_FORMS = {
+    "concurrency": "concurrency=N (requests in flight at once, a whole number >= 1)",
+    "timeout": "timeout=SECONDS (per request, a number > 0)",
+    "retries": "retries=N (attempts after the first, a whole number >= 0)",
+    "backoff": "backoff=SECONDS (first wait between attempts, a number >= 0)",
+    "n": "n=native|split",
+    "logprobs": "logprobs=1|0",
+    "loglikelihood": "loglikelihood=echo|0",
+}
+SPEC_FORM = "openai:MODEL@http://host:port/v1[?option=value&...]"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 @dataclass
 class OpenAIConfig:
-    """Connection settings of an OpenAI-compatible endpoint."""
+    """Connection settings of an OpenAI-compatible endpoint (checked: a bad value is an
+    ``LLMSpecError`` naming it)."""
 
     model: str
     base_url: str | None = None
@@ -57,33 +86,89 @@ class OpenAIConfig:
     logprobs: bool = True
     loglikelihood: bool = False
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``LLMSpecError`` when a setting is out of range (no silent clamping)."""
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise _bad_option("concurrency", self.concurrency)
+        if not _finite(self.timeout) or self.timeout <= 0:
+            raise _bad_option("timeout", self.timeout)
+        if not isinstance(self.retries, int) or self.retries < 0:
+            raise _bad_option("retries", self.retries)
+        if not _finite(self.backoff) or self.backoff < 0:
+            raise _bad_option("backoff", self.backoff)
+
     @classmethod
     def parse(cls, spec: str, api_key: str | None = None) -> OpenAIConfig:
-        """Parse ``MODEL[@URL][?opts]`` (the part after ``openai:``)."""
-        spec, _, query = spec.partition("?")
-        model, _, url = spec.partition("@")
-        if not model:
-            raise ValueError("an OpenAI-compatible LLM spec needs a model name: openai:MODEL@http://host:port/v1")
+        """Parse ``MODEL[@URL][?opts]`` (the part after ``openai:``); ``LLMSpecError`` (a
+        ``ValueError``) names a missing model, a URL that is not http(s), an unknown option or
+        a bad value, with the accepted forms."""
+        head, _, query = spec.partition("?")
+        model, at, url = head.partition("@")
+        if not model.strip():
+            raise LLMSpecError(f"an OpenAI-compatible LLM spec needs a model name: {SPEC_FORM}")
+        if at and not re.match(r"https?://[^/?#\s]", url):
+            raise LLMSpecError(f"the endpoint {redact_credentials(url)!r} after {model + '@'!r} is not an http(s) URL: "
+                               f"use {SPEC_FORM}")
         cfg = cls(model=model, base_url=url or None, api_key=api_key)
-        for key, value in parse_qsl(query):
-            if key == "concurrency":
-                cfg.concurrency = max(1, int(value))
-            elif key == "timeout":
-                cfg.timeout = float(value)
-            elif key == "retries":
-                cfg.retries = max(0, int(value))
-            elif key == "backoff":
-                cfg.backoff = float(value)
-            elif key == "n":
-                cfg.native_n = value != "split"
-            elif key == "logprobs":
-                cfg.logprobs = value not in ("0", "false", "no")
-            elif key == "loglikelihood":
-                cfg.loglikelihood = value in ("echo", "1", "true", "yes")
-            else:
-                raise ValueError(f"unknown option {key!r} in the LLM spec (known: concurrency, timeout, "
-                                 "retries, backoff, n, logprobs, loglikelihood)")
+        for item in query.split("&") if query else []:
+            if not item.strip():
+                continue
+            key, eq, value = item.partition("=")
+            key, value = unquote_plus(key).strip(), unquote_plus(value).strip()
+            if key not in OPTION_FORMS:
+                close = difflib.get_close_matches(key, OPTION_FORMS, n=1)
+                guess = f" (did you mean {close[0]!r}?)" if close else ""
+                raise LLMSpecError(f"unknown option {key!r} in the LLM spec{guess}; known options: "
+                                   f"{', '.join(OPTION_FORMS)} (as in {SPEC_FORM})")
+            if not eq or not value:
+                raise LLMSpecError(f"the LLM option {key!r} has no value: use {OPTION_FORMS[key]}")
+            _set_option(cfg, key, value)
         return cfg
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _bad_option(key: str, value: object) -> LLMSpecError:
+    return LLMSpecError(f"bad value {str(value)!r} for the LLM option {key!r}: use {OPTION_FORMS[key]}")
+
+
+def _set_option(cfg: OpenAIConfig, key: str, value: str) -> None:
+    """Set one parsed ``key=value`` on ``cfg``, or raise ``LLMSpecError`` naming it."""
+    try:
+        if key in ("concurrency", "retries"):
+            setattr(cfg, key, int(value))
+        elif key in ("timeout", "backoff"):
+            setattr(cfg, key, float(value))
+        elif key == "n":
+            if value not in ("native", "split"):
+                raise ValueError(value)
+            cfg.native_n = value == "native"
+        elif key == "logprobs":
+            if value.lower() not in _TRUE + _FALSE:
+                raise ValueError(value)
+            cfg.logprobs = value.lower() in _TRUE
+        elif key == "loglikelihood":
+            if value.lower() not in ("echo",) + _TRUE + _FALSE:
+                raise ValueError(value)
+            cfg.loglikelihood = value.lower() not in _FALSE
+        cfg.check()
+    except ValueError:  # LLMSpecError too: name the value as the user wrote it
+        raise _bad_option(key, value) from None
+
+
+class _BadReply(Exception):
+    """An HTTP 200 response hopqa cannot use (no choices, not a completion); retried like a
+    transient error."""
+
+    def __init__(self, what: str, detail: str = "") -> None:
+        super().__init__(f"{what}{': ' + detail if detail else ''}")
+        self.what = what
+        self.detail = detail
 
 
 class OpenAICompatibleLLM(LLMBase):
@@ -96,6 +181,7 @@ class OpenAICompatibleLLM(LLMBase):
         # Credentials in the URL stay out of the name, the cache key and everything recorded.
         self.name = f"openai:{config.model}" + (f"@{redact_credentials(config.base_url)}" if config.base_url else "")
         self.max_concurrency = config.concurrency
+        self._url_has_credentials = bool(config.base_url) and redact_credentials(config.base_url) != config.base_url
         caps = {GENERATE}
         if config.native_n:
             caps.add(NATIVE_N)
@@ -126,31 +212,74 @@ class OpenAICompatibleLLM(LLMBase):
         return ""
 
     # -- retries ---------------------------------------------------------------------------
-    def _call(self, fn: Any, **kwargs: Any) -> Any:
+    def _call(self, fn: Callable[..., Any], check: Callable[[Any], None], **kwargs: Any) -> Any:
+        """``fn(**kwargs)``, accepted once ``check`` passes on the response; retried up to
+        ``retries`` times with exponential backoff on connection errors, timeouts, HTTP 408,
+        409, 429 and 5xx, malformed / undecodable JSON and unusable replies (no choices).
+        Raises ``LLMError`` naming the endpoint (credentials redacted) and the last cause."""
         o = self._openai
-        transient = (o.APIConnectionError, o.APITimeoutError, o.RateLimitError, o.InternalServerError)
+        attempts = self.config.retries + 1
         last: Exception | None = None
-        for attempt in range(self.config.retries + 1):
+        what = ""
+        for attempt in range(attempts):
             try:
-                return fn(**kwargs)
-            except transient as exc:
-                last = exc
+                resp = fn(**kwargs)
+                check(resp)
+                return resp
+            except o.APITimeoutError as exc:
+                last, what = exc, f"no reply within {self.config.timeout:g} s"
+            except o.APIConnectionError as exc:
+                last, what = exc, "cannot connect to the server"
             except o.APIStatusError as exc:
-                if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
-                    last = exc
-                else:
+                if not (exc.status_code >= 500 or exc.status_code in (408, 409, 429)):
                     raise LLMError(f"{self.name}: the server refused the request (HTTP {exc.status_code}): "
-                                   f"{_short(exc)}") from exc
-            if attempt < self.config.retries:
+                                   f"{_short(exc)}{_refusal_hint(exc.status_code)}") from self._cause(exc)
+                last, what = exc, f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
+            except (json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError) as exc:
+                last, what = exc, "malformed JSON response"
+            except _BadReply as exc:
+                last, what = exc, exc.what
+            if attempt + 1 < attempts:
                 time.sleep(self.config.backoff * (2**attempt) * (1 + 0.1 * random.random()))
+        if isinstance(last, (_BadReply, json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError)):
+            hint = ("the endpoint does not answer like an OpenAI-compatible server; check the URL (it usually "
+                    "ends in /v1), or raise ?retries= in the LLM spec")
+        else:
+            hint = "check that the server is running and reachable, or raise ?retries= / ?timeout= in the LLM spec"
+        if isinstance(last, _BadReply):
+            cause = f" ({last.detail})" if last.detail else ""
+        else:
+            cause = f" ({type(last).__name__}: {_short(last)})"
         raise LLMError(
-            f"{self.name}: the server failed {self.config.retries + 1} times in a row "
-            f"(last error: {type(last).__name__}: {_short(last)}); check that it is running and reachable, "
-            "or raise ?retries= / ?timeout= in the LLM spec"
-        ) from last
+            f"{self.name}: {what} after {attempts} attempt{'s' if attempts > 1 else ''}{cause}; {hint}"
+        ) from self._cause(last)
+
+    def _cause(self, exc: BaseException | None) -> BaseException | None:
+        """The exception to chain under an ``LLMError``: none when the endpoint URL holds
+        credentials (a chained library error could print the URL in a traceback)."""
+        return None if self._url_has_credentials else exc
 
     # -- generation ------------------------------------------------------------------------
     def _complete(self, request: GenerationRequest) -> Generation:
+        """One chat request; if the server returns fewer than ``n`` samples, the rest are
+        fetched one by one with seeds ``seed + k`` through ``_chat`` directly (never through
+        ``complete``/``map``: this runs inside the concurrency slot its caller holds). Each
+        top-up either adds a sample or fails with ``LLMError`` after the retries, so a server
+        that ignores ``n`` costs at most ``n`` calls and one that returns nothing gives up."""
+        t0 = time.perf_counter()
+        gen = self._chat(request)
+        base = request.seed if request.seed is not None else 0
+        while len(gen.completions) < request.n:
+            extra = self._chat(replace(request, n=1, seed=base + len(gen.completions)))
+            gen.completions.append(extra.completions[0])
+            gen.prompt_tokens += extra.prompt_tokens
+            gen.completion_tokens += extra.completion_tokens
+        del gen.completions[request.n:]
+        gen.seconds = time.perf_counter() - t0
+        return gen
+
+    def _chat(self, request: GenerationRequest) -> Generation:
+        """One ``/chat/completions`` call (with retries): at least one completion."""
         t0 = time.perf_counter()
         kwargs: dict[str, Any] = dict(
             model=self.config.model,
@@ -167,52 +296,39 @@ class OpenAICompatibleLLM(LLMBase):
             kwargs["seed"] = request.seed
         if request.logprobs:
             kwargs["logprobs"] = True
-        resp = self._call(self._client.chat.completions.create, **kwargs)
-        completions = [self._read_choice(c) for c in resp.choices]
-        usage = resp.usage
-        gen = Generation(
-            completions=completions,
+        resp = self._call(self._client.chat.completions.create, _check_choices, **kwargs)
+        usage = getattr(resp, "usage", None)
+        return Generation(
+            completions=[self._read_choice(c) for c in resp.choices],
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             seconds=time.perf_counter() - t0,
             backend=self.name,
         )
-        missing = request.n - len(completions)
-        if missing > 0:  # the server ignored n: fetch the rest as single calls
-            from dataclasses import replace
-
-            base = request.seed if request.seed is not None else 0
-            extra = self.map([replace(request, n=1, seed=base + len(completions) + i) for i in range(missing)])
-            for g in extra:
-                gen.completions.extend(g.completions)
-                gen.prompt_tokens += g.prompt_tokens
-                gen.completion_tokens += g.completion_tokens
-        return gen
 
     @staticmethod
     def _read_choice(choice: Any) -> Completion:
-        text = (choice.message.content or "") if choice.message else ""
+        """A chat choice as a ``Completion`` (token log-probabilities from ``logprobs.content``)."""
+        message = getattr(choice, "message", None)
+        text = (getattr(message, "content", None) or "") if message is not None else ""
         tokens = values = None
         lp = getattr(choice, "logprobs", None)
         content = getattr(lp, "content", None) if lp is not None else None
         if content:
             tokens = [c.token for c in content]
             values = [float(c.logprob) for c in content]
-        return Completion(text=text, finish_reason=choice.finish_reason, tokens=tokens, logprobs=values)
-
-    def complete(self, request: GenerationRequest) -> Generation:
-        if request.n > 1 and self.supports(NATIVE_N):
-            if request.logprobs:
-                self.require(LOGPROBS)
-            with self._slots:
-                return self._complete(request)
-        return super().complete(request)
+        return Completion(text=text, finish_reason=getattr(choice, "finish_reason", None), tokens=tokens,
+                          logprobs=values)
 
     # -- scoring ---------------------------------------------------------------------------
     def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        """Score ``continuation`` through ``/completions`` with ``echo=True``: the echoed prompt
+        tokens whose text offset is at or after ``len(context)`` are the continuation's (a
+        token straddling the boundary counts as context; its log-probability is left out)."""
         t0 = time.perf_counter()
         resp = self._call(
             self._client.completions.create,
+            _check_choices,
             model=self.config.model,
             prompt=context + continuation,
             max_tokens=0,
@@ -221,14 +337,15 @@ class OpenAICompatibleLLM(LLMBase):
             temperature=0.0,
         )
         lp = resp.choices[0].logprobs
-        if lp is None or lp.token_logprobs is None or lp.text_offset is None:
-            raise LLMError(f"{self.name}: the server returned no echo logprobs; it cannot score continuations")
+        if lp is None or lp.tokens is None or lp.token_logprobs is None or lp.text_offset is None:
+            raise LLMError(f"{self.name}: the server returned no echo logprobs; it cannot score continuations "
+                           "(remove ?loglikelihood=echo from the LLM spec)")
         tokens, values = [], []
         for tok, val, off in zip(lp.tokens, lp.token_logprobs, lp.text_offset):
             if off >= len(context) and val is not None:
                 tokens.append(tok)
                 values.append(float(val))
-        usage = resp.usage
+        usage = getattr(resp, "usage", None)
         return LogLikelihood(
             token_logprobs=values,
             tokens=tokens,
@@ -240,6 +357,26 @@ class OpenAICompatibleLLM(LLMBase):
         self._client.close()
 
 
-def _short(exc: BaseException | None, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
+def _check_choices(resp: Any) -> None:
+    """Raise ``_BadReply`` unless ``resp`` is a completion object with at least one choice."""
+    if isinstance(resp, (str, bytes)):  # the SDK returns the body as text when it is not JSON
+        raise _BadReply("a response that is not JSON", _short(resp, 80))
+    choices = getattr(resp, "choices", None)
+    if choices is None:
+        raise _BadReply("a response without choices", _short(resp, 120))
+    if not choices:
+        raise _BadReply("empty choices")
+
+
+def _refusal_hint(status: int) -> str:
+    if status in (401, 403):
+        return "; check OPENAI_API_KEY"
+    if status == 404:
+        return "; check the model name and the URL (it usually ends in /v1)"
+    return ""
+
+
+def _short(exc: object, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters, credentials in URLs redacted."""
+    text = redact_credentials(" ".join(str(exc).split()))
     return text if len(text) <= limit else text[:limit] + "..."

@@ -2,6 +2,9 @@
 
 Replies come from a list (consumed in order) or a function of the prompt; every request is
 recorded in ``requests``. ``loglikelihood`` answers from a function too when one is given.
+``in_flight`` / ``max_in_flight`` count calls running at once; ``gate`` (called inside each call
+while it counts as in flight, e.g. a ``threading.Barrier(k).wait``) lets a test hold calls until
+``k`` run together instead of hoping a ``delay`` makes them overlap.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class ScriptedLLM(LLMBase):
         max_concurrency: int = 1,
         delay: float = 0.0,
         name: str = "scripted",
+        gate: Callable[[], object] | None = None,
     ) -> None:
         self.name = name
         caps = set(capabilities or {GENERATE})
@@ -44,6 +48,7 @@ class ScriptedLLM(LLMBase):
         self._replies = replies if replies is not None else []
         self._scorer = scorer
         self._delay = delay
+        self._gate = gate
         self._lock = threading.Lock()
         self.requests: list[GenerationRequest] = []
         self.in_flight = 0
@@ -66,6 +71,8 @@ class ScriptedLLM(LLMBase):
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if self._gate is not None:
+                self._gate()
             if self._delay:
                 time.sleep(self._delay)
             texts = [self._next(request) for _ in range(request.n if request.n > 1 else 1)]
@@ -85,6 +92,8 @@ class ScriptedLLM(LLMBase):
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if self._gate is not None:
+                self._gate()
             if self._delay:
                 time.sleep(self._delay)
             values = self._scorer(context, continuation)
