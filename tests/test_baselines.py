@@ -13,7 +13,7 @@ from hopqa.methods import build_method
 from hopqa.methods.demos import chain_of_thought, load_demos
 from hopqa.methods.parsing import first_sentence
 from hopqa.methods.react import parse_action
-from hopqa.methods.self_ask import _FINAL, _FOLLOW
+from hopqa.methods.self_ask import _FINAL, parse_follow_up
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.types import Passage
 
@@ -86,6 +86,35 @@ def test_self_ask_step_limit():
     assert ans.answer == "Stanley" and len(ans.trace.root.find("intermediate_answer")) == 1
 
 
+@pytest.mark.parametrize("reply", ["Yes.\nFollow up: \n", "Follow up:", "Follow up:\n\n",
+                                   "Yes.\nFollow up: \nSo the final answer is:", "Follow up:\nIntermediate answer: x"])
+def test_self_ask_empty_follow_up_is_no_follow_up(reply):
+    """Issue 13: "Follow up:" with nothing after it crashed with IndexError; it is now a turn
+    with no follow-up: the trace says so and the final answer is asked for."""
+    llm = by_prompt([(lambda t: t.endswith("So the final answer is:"), " Stanley."), (lambda t: True, reply)])
+    ans = build_method("self-ask", llm, POOL).answer(Q)
+    assert ans.error is None and ans.answer == "Stanley"
+    first = ans.trace.root.find("follow_up")[0]
+    assert any("'Follow up:' without a question" in e["message"] or "empty final answer" in e["message"]
+               for e in first.events), first.events
+    assert ans.trace.root.find("final_answer") and not ans.trace.root.find("intermediate_answer")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Yes.\nFollow up: Who is A?\n", "Who is A?"),
+    ("Follow up:\n  Who is A?", "Who is A?"),                    # the question on the next line
+    ("Follow-up: Who is A? Intermediate", "Who is A? Intermediate"),
+    ("Follow up: \nFollow up: Who is B?", "Who is B?"),          # the first one with a question
+    ("Yes.\nFollow up: \n", None),
+    ("Follow up:\nSo the final answer is: X", None),              # the next line is another field
+    ("Follow up:", None),
+    ("no follow-up here", None),
+])
+def test_parse_follow_up(text, expected):
+    got = parse_follow_up(text)
+    assert (got[1] if got else None) == expected
+
+
 # -- ReAct ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text,expected", [
     ("Thought 1: I need X.\nAction 1: Search[Van Hook Township]", ("search", "Van Hook Township")),
@@ -93,6 +122,11 @@ def test_self_ask_step_limit():
     ("Action 3: Finish[ Stanley ]", ("finish", "Stanley")),
     ("Action 2: Search Van Hook", None),
     ("print(open('/etc/passwd').read())", None),
+    ("Action 1: Search[Van Hook\nTownship]", ("search", "Van Hook Township")),   # newlines allowed
+    ("Action 1: Search [ x ] then Finish[y]", ("search", "x")),                    # the first action
+    ("Action 1: Search[a [b] c]", ("search", "a [b")),                             # up to the first "]"
+    ("Action 1: Search[never closed", None),
+    ("Search[" * 1000, None),
 ])
 def test_parse_action(text, expected):
     assert parse_action(text) == expected
@@ -184,8 +218,8 @@ def test_parsers_on_saved_real_outputs():
             got = parse_action(c["raw"])
             assert (list(got) if got else None) == c["expected"], c
         elif c["method"] == "self-ask" and c["step"] == "follow_up":
-            final, follow = _FINAL.search(c["raw"]), _FOLLOW.search(c["raw"])
-            kind = "final" if final and (not follow or final.start() < follow.start()) else "follow" if follow else None
+            final, follow = _FINAL.search(c["raw"]), parse_follow_up(c["raw"])
+            kind = "final" if final and (not follow or final.start() < follow[0]) else "follow" if follow else None
             assert kind == c["expected"], c
         elif c["method"] == "ircot" and c["step"] == "reason":
             assert first_sentence(c["raw"]) == c["expected"], c

@@ -147,6 +147,8 @@ def test_logprobs_with_logits_all():
         c = gen.completions[0]
         assert c.logprobs and len(c.logprobs) == len(c.tokens)
         assert 0 < c.mean_prob <= 1
+        # the mean token probability (Self-DC's 'prob' confidence), recomputed from the returned logprobs
+        assert c.mean_prob == pytest.approx(sum(math.exp(x) for x in c.logprobs) / len(c.logprobs), rel=1e-12)
     finally:
         llm.close()
 

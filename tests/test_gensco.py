@@ -4,6 +4,7 @@ generator and scorer, the scorer prompts (Tables 8, 9), and end-to-end runs on t
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 
@@ -64,6 +65,8 @@ def overlap_scorer(calls: list | None = None, stop_prefers_shorter: bool = False
 
 
 def gensco(generator_replies, scorer=None, concurrency=1, **cfg) -> tuple[GenSco, ScriptedLLM]:
+    """GenSco on a scripted generator (the given sub-questions, then <FIN></FIN>; " Stanley" as
+    the answer) whose scorer is ``scorer`` (default ``overlap_scorer``)."""
     def reply(request):
         t = request.text()
         if t.startswith("I am going to give you a question"):
@@ -72,8 +75,7 @@ def gensco(generator_replies, scorer=None, concurrency=1, **cfg) -> tuple[GenSco
             return " Stanley"
         raise AssertionError(t[:80])
 
-    llm = ScriptedLLM(replies=reply, scorer=scorer or overlap_scorer(), max_concurrency=concurrency,
-                      delay=0.05 if concurrency > 1 else 0.0)
+    llm = ScriptedLLM(replies=reply, scorer=scorer or overlap_scorer(), max_concurrency=concurrency)
     method = GenSco(llm, POOL, GenScoConfig(shots=0).update(**cfg))
     return method, llm
 
@@ -165,6 +167,57 @@ def test_scorer_prompts_tables_8_and_9_and_continuation_only():
     ]
 
 
+WORDS_Q1 = ["which", "county", "is", "van", "hook", "township", "in"]
+
+
+def test_exact_nlls_of_eq_2_and_eq_1():
+    """NLL_S by hand from ``overlap_scorer`` (-0.1 per word of the continuation found in the
+    candidate passage, else -3.0) for the 7 words of Q1:
+    Paris (only "is"): 6·3.0 + 0.1 = 18.1; Van Hook (all but "which"): 3.0 + 6·0.1 = 3.6;
+    Mountrail ("county", "is"): 5·3.0 + 2·0.1 = 15.2. Mean NLL divides by 7, sum does not."""
+    method, _ = gensco([])
+    assert method.score_passages(Q1, [], PASSAGES) == pytest.approx([18.1 / 7, 3.6 / 7, 15.2 / 7])
+    method, _ = gensco([], nll="sum")
+    assert method.score_passages(Q1, [], PASSAGES) == pytest.approx([18.1, 3.6, 15.2])
+    # Eq. 1: the Table 8 scorer gives each of the 13 words of Q -3.0 + 0.5 per "?" in the prompt,
+    # i.e. per sub-question in the decomposition: with Q1 and Q2 (2) -> NLL 2.0, with Q1 alone -> 2.5
+    method, _ = gensco([])
+    assert method.stop_scores(Q, [Q1, Q2], [PASSAGES[1]]) == pytest.approx((2.0, 2.5))
+    method, _ = gensco([], nll="sum")
+    assert method.stop_scores(Q, [Q1, Q2], [PASSAGES[1]]) == pytest.approx((26.0, 32.5))
+
+
+def test_eq_1_equal_nll_goes_on_and_higher_stops():
+    """GenSco-stop stops only when Q is strictly *less* likely with the new sub-question
+    (NLL with > NLL without); an equal NLL goes on (a ``>=`` would stop here)."""
+    def scorer(value_with: float, value_without: float):
+        base = overlap_scorer()
+
+        def score(context, continuation):
+            if context.startswith("Generate a question given its complete decomposition"):
+                with_new = context.count("?") == 2  # Q1 and Q2 in the decomposition
+                return [value_with if with_new else value_without] * len(continuation.split())
+            return base(context, continuation)
+        return score
+
+    method, _ = gensco([Q1, Q2], scorer=scorer(-1.5, -1.5), variant="stop")
+    ans = method.answer(Q)
+    lv2 = levels(ans)[1].outputs
+    assert lv2["stop_nll_with"] == lv2["stop_nll_without"] == 1.5 and "stop" not in lv2
+    assert [p.id for p in ans.passages] == ["a", "b"]
+    method, _ = gensco([Q1, Q2], scorer=scorer(-1.5000001, -1.5), variant="stop")
+    ans = method.answer(Q)
+    assert levels(ans)[1].outputs["stop"] == "likelihood (Eq. 1)" and [p.id for p in ans.passages] == ["a"]
+
+
+def test_eq_2_tie_goes_to_the_first_candidate():
+    """Equal NLLs: argmin keeps the first candidate in the retriever's order."""
+    method, _ = gensco([Q1], scorer=lambda context, continuation: [-1.0])
+    level = levels(method.answer(Q))[0].outputs
+    assert [s["nll"] for s in level["scores"]] == [1.0, 1.0, 1.0]
+    assert level["chosen"] == level["scores"][0]["id"]
+
+
 def test_mean_versus_sum_nll():
     # candidate "d" matches one word of a two-word continuation... a longer continuation favours mean
     def scorer(context, continuation):
@@ -194,9 +247,20 @@ def test_shuffled_answers_from_the_same_passages_in_another_order():
 
 
 def test_candidate_scoring_is_one_concurrent_batch():
-    method, llm = gensco([Q1], concurrency=4)
-    assert method.answer(Q).error is None
-    assert llm.max_in_flight >= 2
+    """The three candidates of level 1 are scored at once: each scorer call waits at a barrier
+    until all three are in flight (no sleep: a loaded machine cannot make this flaky; run one
+    at a time, the first call would time out at the barrier and the answer carry the error)."""
+    barrier = threading.Barrier(3, timeout=30)
+    score = overlap_scorer()
+
+    def gated(context, continuation):
+        barrier.wait()
+        return score(context, continuation)
+
+    method, llm = gensco([Q1], scorer=gated, concurrency=4)
+    ans = method.answer(Q)
+    assert ans.error is None, ans.error
+    assert llm.max_in_flight == 3
 
 
 def test_a_scorer_without_loglikelihood_fails_at_start():

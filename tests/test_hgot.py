@@ -72,6 +72,27 @@ def test_passage_votes_and_sigma_update():
     assert new == pytest.approx([0.975, 0.1 + 0.55 / 1.8 + 0.225, 0.05 + 0.55 / 1.8 + 0.225])
 
 
+def test_entailment_branch_of_eq_4_counts_uncited_passages():
+    """δ̂(p, s) = 1 when s cites p *or* p entails s. Here the judge says the uncited passage
+    P3 entails T1's first statement "A is in B." (T1 cites only [1] and [2]), so ν̂(P3) gets
+    ρ1 = 1.0 more than with markers only:
+      ν̂(P1) = 1.0·1 (T1 s1 cites 1) + 0.8·1 (T2 cites 1) + 0.2·0          = 1.8
+      ν̂(P2) = 1.0·1 (T1 s2 cites 2) + 0.8·0          + 0.2·0          = 1.0
+      ν̂(P3) = 1.0·1 (T1 s1 entailed) + 0.8·1 (T2 cites 3) + 0.2·1 (T3 cites 3) = 2.0
+    so ν̄ = (0.9, 0.5, 1.0), against (1, 1/1.8, 1/1.8) by markers only."""
+    ts = thoughts()  # ρ = 1.0, 0.8, 0.2 (judged by nli)
+
+    def judge(premise: str, hypothesis: str) -> bool:
+        return nli(premise, hypothesis) or (premise == "noise" and hypothesis == "A is in B.")
+
+    assert passage_votes(ts, P, judge) == pytest.approx([0.9, 0.5, 1.0])
+    assert passage_votes(ts, P, None) == pytest.approx([1.0, 1.0 / 1.8, 1.0 / 1.8])
+    # the judge is asked whether the passage (premise) entails the statement (hypothesis)
+    asked = []
+    passage_votes(ts, P, lambda p, h: asked.append((p, h)) or False)
+    assert ("noise", "A is in B.") in asked and ("A is in B.", "noise") not in asked
+
+
 def test_alpha_one_is_plain_self_consistency():
     ts = [Thought("r", a) for a in ["X", "Y", "x", "Z", "y", "X"]]
     for t in ts:
@@ -95,6 +116,25 @@ def test_alpha_one_is_plain_self_consistency():
 def test_parse_dependencies(text, edges, noted):
     got, notes = parse_dependencies(text, 3)
     assert got == edges and bool(notes) == noted
+
+
+def test_absurd_step_numbers_are_ignored_not_a_crash():
+    """Issue 13: int() refuses more than 4,300 digits (ValueError); such numbers are noise."""
+    huge = "9" * 5000
+    assert parse_steps(f"Step {huge}: Who is X?\nStep 1: Who is A? Step 2: Who is B?") == ["Who is A?", "Who is B?"]
+    edges, notes = parse_dependencies(f"Step 1 -> Step {huge}; Step {huge} depends on Step 1; Step 1 -> Step 2", 2)
+    assert edges == [(1, 2)] and any("5000 digits" in n for n in notes)
+    st = split_statements(f"A is in B [{huge}]. C is D [1][{'0' * 4400}1].", 3)
+    assert [(s.text, s.citations) for s in st] == [("A is in B.", []), ("C is D.", [1])]
+
+
+def test_hgot_survives_a_huge_citation_number():
+    # max_tokens 400: the reply cap (16 characters a token) lets the 4,400-digit number through
+    method, llm = scripted_hgot(depth=0, max_tokens=400)
+    llm._replies = lambda request: f"Stanley is the seat [{'9' * 4400}] [1].\nAnswer: Stanley"
+    ans = method.answer(Q)
+    assert ans.error is None and ans.answer == "Stanley"
+    assert ans.trace.root.find("probe")[0].outputs["samples"][0]["statements"][0]["citations"] == [1]
 
 
 def test_parse_steps_and_topological_levels():
@@ -164,6 +204,41 @@ def test_traverse_plans_rewrites_and_infers():
     assert infer.outputs["candidates"] >= 2 and infer.outputs["votes"] == {"Stanley": pytest.approx(2 * infer.outputs["samples"][0]["rho"])}
     probe = root.find("probe")[0]
     assert len(probe.outputs["sigma_before"]) == len(probe.outputs["sigma_after"]) == 2
+
+
+def test_traverse_sigma_values_by_hand():
+    """σ(p, t+1) = 0.2·σ(p, t) + 0.55·ν̄(p) + 0.25·CI after each probe and infer, with the
+    scripted replies and judge of ``scripted_hgot`` (judge: the statement's first word occurs in
+    the passage; σ(p, 0) = BM25 score / best score of the retrieval)."""
+    method, _ = scripted_hgot()
+    ans = method.answer(Q)
+    probes = {p.inputs["query"]: p.outputs for p in ans.trace.root.find("probe")}
+
+    def s0(query: str) -> list[float]:
+        return normalize_scores([p.score for p in POOL.search(query, 2)])
+
+    # top probe, context [a, b]: both samples cite [1] = a for "Stanley is the county seat ...", which a
+    # does not entail: REC = PREC = 0, ρ = 0.2; CI = 1; ν̂(a) = 0.4 (cited), ν̂(b) = 0.4 (b entails it)
+    top = probes[Q]
+    assert top["passages"] == ["a", "b"] and [x["rho"] for x in top["samples"]] == pytest.approx([0.2, 0.2])
+    assert top["ci"] == 1.0 and top["nu_bar"] == [1.0, 1.0]
+    sa, sb = s0(Q)
+    assert sa == 1.0 and top["sigma_after"] == pytest.approx([0.2 * sa + 0.55 + 0.25, 0.2 * sb + 0.55 + 0.25], abs=1e-4)
+    # sub-query 1, context [a, b]: cites [1] = a, which entails it: ρ = 1; b neither cited nor entailing: ν̄ = 0
+    sub1 = probes["Which county is Van Hook Township in?"]
+    assert sub1["passages"] == ["a", "b"] and [x["rho"] for x in sub1["samples"]] == pytest.approx([1.0, 1.0])
+    assert sub1["nu_bar"] == [1.0, 0.0]
+    sa, sb = s0("Which county is Van Hook Township in?")
+    assert sub1["sigma_after"] == pytest.approx([0.2 * sa + 0.55 + 0.25, 0.2 * sb + 0.25], abs=1e-4)
+    # sub-query 2 (rewritten), context [b, a]: cites [1] = b, which entails it
+    sub2 = probes["What is the seat of Mountrail County?"]
+    assert sub2["passages"] == ["b", "a"] and sub2["nu_bar"] == [1.0, 0.0]
+    sb, sa = s0("What is the seat of Mountrail County?")
+    assert sub2["sigma_after"] == pytest.approx([0.2 * sb + 0.55 + 0.25, 0.2 * sa + 0.25], abs=1e-4)
+    # infer: each passage keeps its best σ over the three contexts (a: 1.0, b: 1.0), then the same update
+    infer = ans.trace.root.find("infer")[0].outputs
+    assert infer["selected"] == [{"id": "a", "sigma": 1.0}, {"id": "b", "sigma": 1.0}]
+    assert infer["sigma_after"] == pytest.approx([1.0, 1.0], abs=1e-4) and infer["nu_bar"] == [1.0, 1.0]
 
 
 def test_depth_zero_is_probe_only():

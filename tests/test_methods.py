@@ -68,6 +68,21 @@ def test_retrieve_then_read_uses_pool_and_k():
     assert ans.trace.root.find("retrieve")[0].retrievals[0]["passages"][0]["id"] == "a"
 
 
+@pytest.mark.parametrize("reply, answer", [
+    ("James" + " " * 60_000 + "Cameron", "James Cameron"),
+    ("\n" * 60_000 + "So the answer is:" + " " * 60_000 + "James Cameron.", "James Cameron"),
+    ("Titanic (1997 film)" + "\t " * 30_000, "Titanic (1997 film)"),
+])
+def test_retrieve_then_read_is_fast_on_a_huge_whitespace_reply(reply, answer):
+    """Issue 13: a 30 KB whitespace reply made one retrieve-then-read take 17 s (quadratic
+    regular expressions in the answer parser). max_tokens is raised so that the LLM layer's
+    reply cap lets the whole reply reach the parser."""
+    method = build_method("retrieve-then-read", ScriptedLLM(replies=[reply]), CandidatePool(POOL), max_tokens=8192)
+    ans = method.answer(QUESTION)
+    assert ans.error is None and ans.answer == answer
+    assert ans.usage.seconds < 2.0, ans.usage.seconds
+
+
 def test_per_question_retriever_overrides_default():
     llm = ScriptedLLM(replies=["x", "y"])
     m = build_method("retrieve-then-read", llm, CandidatePool(POOL[2:]), k=1)

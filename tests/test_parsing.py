@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hopqa.methods.parsing import clean_answer, extract_answer
+from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -22,6 +22,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
     ("", "", "empty"),
     ("   ", "", "empty"),
     ("Final Answer: yes", "yes", "marker"),
+    # gold answers end in ")": a bracket that belongs to the answer is kept
+    ("So the answer is: Titanic (1997 film).", "Titanic (1997 film)", "marker"),
+    ('Answer: "Heat" (1995)', '"Heat" (1995)', "marker"),
+    ("So the answer is:\n\n  Paris\nmore", "Paris", "marker"),
 ])
 def test_extract_answer(text, answer, how):
     got, method = extract_answer(text)
@@ -32,6 +36,52 @@ def test_extract_answer(text, answer, how):
 def test_clean_answer_keeps_initials():
     assert clean_answer("John F. Kennedy Jr.") == "John F. Kennedy Jr."
     assert clean_answer("'Titanic'.") == "Titanic"
+
+
+@pytest.mark.parametrize("raw, expected", [
+    # balanced brackets and quotes belong to the answer (issue 13: both lost their closing mark)
+    ("Titanic (1997 film)", "Titanic (1997 film)"),
+    ('"Heat" (1995)', '"Heat" (1995)'),
+    ("Titanic (1997 film).", "Titanic (1997 film)"),
+    ("(a) and (b)", "(a) and (b)"),                       # first and last bracket are not one pair
+    ('"Heat" and "Ronin"', '"Heat" and "Ronin"'),         # first and last quote are not one pair
+    ("Ocean's Eleven", "Ocean's Eleven"),
+    ("Rock 'n' Roll", "Rock 'n' Roll"),
+    ("Kill Bill: Vol. 1 [film]", "Kill Bill: Vol. 1 [film]"),
+    ("Washington, D.C.", "Washington, D.C."),
+    ("U.S.", "U.S."),
+    # a pair around the whole answer is a wrapper
+    ('"Rush"', "Rush"),
+    ("(Paris)", "Paris"),
+    ("[Paris]", "Paris"),
+    ("\u201cHeat\u201d", "Heat"),
+    ("'Ocean's Eleven'", "Ocean's Eleven"),
+    ('"Titanic (1997 film)"', "Titanic (1997 film)"),
+    ("(Titanic (1997 film))", "Titanic (1997 film)"),
+    ('**"Heat" (1995)**', '"Heat" (1995)'),
+    ("*Paris*.", "Paris"),
+    ("`Paris`", "Paris"),
+    ('"Paris."', "Paris"),
+    # unpaired marks at either end are noise
+    ("Paris)", "Paris"),
+    ("(Paris", "Paris"),
+    ('Paris"', "Paris"),
+    ('"Paris', "Paris"),
+    ('"Heat" (1995)"', '"Heat" (1995)'),
+    ("Paris (", "Paris"),
+    ("  Paris  \n", "Paris"),
+    ("New   York", "New York"),
+    ("Paris..", "Paris."),                                # one full stop is removed, as before
+    ("", ""), ("()", ""), ('"', ""), ("  ", ""),
+])
+def test_clean_answer_strips_wrappers_but_keeps_balanced_marks(raw, expected):
+    assert clean_answer(raw) == expected
+
+
+def test_first_line_after():
+    text = "So the answer is:  \n\n Paris \nLondon"
+    assert first_line_after(text, text.index(":") + 1) == "Paris "
+    assert first_line_after("x", 1) == "" and first_line_after("x\n\n", 1) == ""
 
 
 def test_saved_real_outputs():

@@ -3,12 +3,26 @@ Retrieve-then-Read special cases, and end-to-end runs on the embedded model."""
 
 from __future__ import annotations
 
+import functools
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
+from hopqa.llm.base import Completion, Generation, GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods import build_method
 from hopqa.methods.base import MethodError
-from hopqa.methods.self_dc import SelfDC, SelfDCConfig, parse_subquestions, parse_verbal_confidence, route
+from hopqa.methods.self_dc import (
+    SelfDC,
+    SelfDCConfig,
+    parse_subquestions,
+    parse_verbal_confidence,
+    route,
+)
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.types import Passage
 
@@ -97,10 +111,14 @@ def test_routing_boundaries_prob_defaults_and_special_cases():
     assert all(route(c, 1.0, 0.0) == "retrieve-then-read" for c in (0.0, 0.5, 1.0))   # Retrieve-then-Read
 
 
-def scripted(conf: dict[str, str], concurrency: int = 1, **cfg) -> tuple[SelfDC, ScriptedLLM]:
-    """Confidence per question text (default 40: uncertain), decompositions for the main question."""
+def scripted(conf: dict[str, str], concurrency: int = 1, hook: Callable[[str], Any] | None = None,
+             llm_class: Callable[..., ScriptedLLM] = ScriptedLLM, **cfg) -> tuple[SelfDC, ScriptedLLM]:
+    """Confidence per question text (default 40: uncertain), decompositions for the main question;
+    ``hook`` sees every prompt before it is answered (inside the call, while it is in flight)."""
     def reply(request):
         t = request.text()
+        if hook is not None:
+            hook(t)
         if t.startswith("Please read the question, give the answer"):
             q = t.split("Question: ")[-1].split("\n")[0]
             return f" X\nConfidence (0-100): {conf.get(q, '40')}%"
@@ -121,7 +139,7 @@ def scripted(conf: dict[str, str], concurrency: int = 1, **cfg) -> tuple[SelfDC,
             return " Stanley"
         raise AssertionError(t[:80])
 
-    llm = ScriptedLLM(replies=reply, max_concurrency=concurrency, delay=0.05 if concurrency > 1 else 0.0)
+    llm = llm_class(replies=reply, max_concurrency=concurrency)
     return SelfDC(llm, POOL, SelfDCConfig().update(**cfg)), llm
 
 
@@ -194,10 +212,98 @@ def test_prob_confidence_needs_logprobs():
 
 
 def test_subquestions_of_a_level_run_concurrently():
-    method, llm = scripted({Q: "40", "Which county is Van Hook Township in?": "10",
-                            "What is the seat of Mountrail County?": "10"}, concurrency=2)
-    assert method.answer(Q).error is None
+    """Both sub-questions' confidence calls wait at a barrier until the other one is in flight
+    too: no sleep, so a loaded machine cannot make this flaky; run one after the other, the
+    first call times out at the barrier and the answer carries the error."""
+    subs = ("Which county is Van Hook Township in?", "What is the seat of Mountrail County?")
+    barrier = threading.Barrier(2, timeout=30)
+
+    def hook(prompt: str) -> None:
+        if prompt.startswith("Please read the question, give the answer") and \
+                prompt.split("Question: ")[-1].split("\n")[0] in subs:
+            barrier.wait()
+
+    method, llm = scripted({Q: "40", subs[0]: "10", subs[1]: "10"}, concurrency=2, hook=hook)
+    ans = method.answer(Q)
+    assert ans.error is None, ans.error
     assert llm.max_in_flight == 2
+
+
+# -- the 'prob' confidence: the mean token probability, routed at the exact boundaries ---------------------------
+class LogprobLLM(ScriptedLLM):
+    """A scripted LLM that also returns per-token log-probabilities (the ScriptedLLM of
+    ``hopqa.llm.scripted`` has no way to): ``logprobs(request, text)`` gives them for a request
+    that asks for them (default: one log(0.1) per whitespace word)."""
+
+    def __init__(self, replies: Any = None, logprobs: Callable[[GenerationRequest, str], list[float]] | None = None,
+                 capabilities: set[str] | None = None, **kw: Any) -> None:
+        super().__init__(replies=replies, capabilities={"generate", "logprobs", *(capabilities or ())}, **kw)
+        self._logprobs = logprobs or (lambda request, text: [math.log(0.1)] * max(1, len(text.split())))
+
+    def _complete(self, request: GenerationRequest) -> Generation:
+        gen = super()._complete(request)
+        if request.logprobs:
+            gen.completions = [replace(c, tokens=c.text.split() or [c.text], logprobs=list(self._logprobs(request, c.text)))
+                               for c in gen.completions]
+        return gen
+
+
+@pytest.mark.parametrize("logprobs, expected", [
+    ([0.0], 1.0),
+    ([math.log(0.5), 0.0], 0.75),             # exp of the mean log-probability would be 0.7071
+    ([math.log(0.9), math.log(0.1)], 0.5),    # the geometric mean would be 0.3
+    ([math.log(0.2)] * 3, 0.2),
+    ([-1000.0, 0.0], 0.5),
+])
+def test_mean_prob_is_the_mean_token_probability(logprobs, expected):
+    """METHODS.md §3: 'prob' is the mean probability of the generated answer's tokens,
+    (1/n)·Σ exp(logprob_i), computed by hand here."""
+    assert Completion("x", logprobs=logprobs).mean_prob == pytest.approx(expected, rel=1e-12)
+
+
+def test_mean_prob_without_logprobs_is_none():
+    assert Completion("x").mean_prob is None and Completion("x", logprobs=[]).mean_prob is None
+
+
+def scripted_prob(probs: dict[str, list[float]], **cfg) -> tuple[SelfDC, ScriptedLLM]:
+    """``scripted`` with confidence='prob': the direct answer's tokens have the probabilities
+    ``probs[question]`` (default [0.1]: unknown, so sub-questions retrieve)."""
+    def logprobs(request: GenerationRequest, text: str) -> list[float]:
+        q = request.text().split("Question: ")[-1].split("\n")[0]
+        return [math.log(p) for p in probs.get(q, [0.1])]
+
+    return scripted({}, llm_class=functools.partial(LogprobLLM, logprobs=logprobs), confidence="prob", **cfg)
+
+
+@pytest.mark.parametrize("probs, expected_route", [
+    ([0.5], "retrieve-then-read"),             # c = α − β = 0.5 exactly: retrieve
+    ([0.45, 0.55], "retrieve-then-read"),      # mean 0.5 exactly
+    ([0.5000001], "decompose"),                # just above α − β
+    ([0.6], "decompose"),
+    ([0.2, 1.0], "decompose"),                 # mean 0.6 (exp of the mean logprob, 0.447, would retrieve)
+    ([0.6999999], "decompose"),                # just below α + β
+    ([0.7], "generate-then-read"),             # c = α + β = 0.7 exactly: generate
+    ([0.4, 1.0], "generate-then-read"),        # mean 0.7 exactly (exp of the mean logprob, 0.632, would decompose)
+    ([1.0], "generate-then-read"),
+])
+def test_prob_confidence_routes_at_the_exact_boundaries(probs, expected_route):
+    """Defaults for 'prob': α = 0.6, β = 0.1, so [0, 0.5] retrieves, (0.5, 0.7) decomposes and
+    [0.7, 1] generates; c is the mean token probability of the direct answer."""
+    method, _ = scripted_prob({Q: probs})
+    ans = method.answer(Q)
+    assert ans.error is None, ans.error
+    conf = ans.trace.root.find("confidence")[0]
+    assert conf.outputs["confidence"] == pytest.approx(sum(probs) / len(probs), rel=1e-12)
+    assert conf.llm_calls[0]["params"]["logprobs"] is True
+    assert nodes(ans)[0].outputs["route"] == expected_route
+
+
+def test_prob_confidence_with_custom_alpha_beta():
+    # (α, β) = (0.5, 0.25): [0, 0.25] retrieves, (0.25, 0.75) decomposes, [0.75, 1] generates
+    for probs, expected in (([0.25], "retrieve-then-read"), ([0.5, 1.0], "generate-then-read"),
+                            ([0.25, 0.5], "decompose")):
+        method, _ = scripted_prob({Q: probs}, alpha=0.5, beta=0.25)
+        assert nodes(method.answer(Q))[0].outputs["route"] == expected, probs
 
 
 # -- the real thing -----------------------------------------------------------------------------------------
@@ -226,7 +332,10 @@ def test_self_dc_end_to_end(request, data_dir, confidence):
         "retrieve-then-read", "generate-then-read", "decompose")
     assert ans.usage.retrieval_calls == sum(1 for n in ans.trace.root.find("retrieve-then-read"))
     if confidence == "prob":  # a real mean token probability, not the 0 fallback
-        assert 0.0 < ans.trace.root.find("confidence")[0].outputs["confidence"] <= 1.0
+        step = ans.trace.root.find("confidence")[0]
+        logprobs = step.llm_calls[0]["logprobs"][0]
+        assert logprobs and step.outputs["confidence"] == pytest.approx(
+            sum(math.exp(x) for x in logprobs) / len(logprobs), rel=1e-9)
 
 
 @pytest.mark.slow

@@ -71,8 +71,9 @@ from hopqa.trace import step
 from hopqa.types import Passage
 
 VARIANTS = ("max", "stop", "no-qd")
-_FIN = re.compile(r"<\s*/?\s*fin\s*>|^\s*fin\s*$", re.IGNORECASE)
-_ECHO = re.compile(r"^\s*(?:sub\s*question|subquestion|question)\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
+_FIN_TAG = re.compile(r"<\s*(?:/\s*)?fin\s*>", re.IGNORECASE)
+_ECHO = re.compile(r"\s*(?:sub\s*question|question)\s*(?:\d+\s*)?[:.)-]\s*", re.IGNORECASE)
+_NEXT_LABEL = re.compile(r"(?:subcontext|subquestion)\s*\d+\s*:", re.IGNORECASE)
 _QUESTION_ECHO = re.compile(r"^\s*question\s*:", re.IGNORECASE)
 _SUBQUESTION_LINE = re.compile(r"^\s*sub\s*question\s*\d+\s*:(.*)$", re.IGNORECASE)
 
@@ -94,27 +95,35 @@ class GenScoConfig(MethodConfig):
     seed: int = 0
 
 
+def is_fin(text: str) -> bool:
+    """Whether ``text`` ends the decomposition: a ``<FIN>`` / ``</FIN>`` tag anywhere (any case,
+    spaces allowed) or nothing but "FIN"."""
+    return _FIN_TAG.search(text) is not None or text.strip().lower() == "fin"
+
+
 def parse_subquestion(text: str) -> str | None:
     """The generator's next sub-question (first non-empty line, a repeated ``Subquestion k:``
     prefix removed); ``None`` for ``<FIN></FIN>`` (any spelling) or nothing at all.
 
     Small models often start a new example instead of continuing ("Question: <the question
     again>\nSubquestion 1: <a real sub-question>"): an echoed ``Question:`` line gives way to
-    the first non-empty ``Subquestion k:`` line after it, if there is one."""
+    the first non-empty ``Subquestion k:`` line after it, if there is one. Linear in the text."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         return None
     first = lines[0]
-    if _QUESTION_ECHO.match(first) and not _FIN.search(first):
+    if _QUESTION_ECHO.match(first) and not is_fin(first):
         for line in lines[1:]:
             m = _SUBQUESTION_LINE.match(line)
-            if m and m.group(1).strip() and not _FIN.search(m.group(1)):
+            if m and m.group(1).strip() and not is_fin(m.group(1)):
                 first = m.group(1)
                 break
-    line = _ECHO.sub("", first).strip()
-    if _FIN.search(line):
+    echo = _ECHO.match(first)
+    line = first[echo.end():] if echo else first
+    if is_fin(line):
         return None
-    line = re.split(r"\s*(?:subcontext|subquestion)\s*\d+\s*:", line, flags=re.IGNORECASE)[0].strip()
+    cut = _NEXT_LABEL.search(line)
+    line = (line[: cut.start()] if cut else line).strip()
     return line or None
 
 

@@ -11,7 +11,8 @@ demonstrations) and Rewrite (context, rewrite). Then the filters of Appendix D:
   (``normalize_citations``); the rationale must then match ``^([^\\[\\.]+(\\[[0-9]+\\])*\\.)+$``
   (one statement per sentence, marks before the full stop) or the demonstration is dropped.
 - Plan: the dependency text must match ``None|((\\s*([Ss]tep [0-9]+) depends on ([Ss]tep
-  [0-9]+)\\.\\s*)+)`` in full (``well_formed_dependencies``), and a plan with a step whose
+  [0-9]+)\\.\\s*)+)`` in full (``well_formed_dependencies``; an equivalent linear-time
+  form of it), and a plan with a step whose
   length (in words) is an upper IQR outlier over all candidate plans' steps (longer than
   Q3 + 1.5·IQR) is dropped: such steps tend to restate the whole question.
 
@@ -51,8 +52,11 @@ from hopqa.evaluation.metrics import exact_match, normalize_answer
 CITATION_MARKS = re.compile(r"(\[[0-9]+\])+")
 #: Appendix D: every sentence is text without '[' or '.', then citation marks, then a full stop.
 RATIONALE_FORMAT = re.compile(r"^([^\[\.]+(\[[0-9]+\])*\.)+$")
-#: Appendix D: well-formed dependency text of a Plan demonstration.
-DEPENDENCY_FORMAT = re.compile(r"None|((\s*([Ss]tep [0-9]+) depends on ([Ss]tep [0-9]+)\.\s*)+)")
+#: Appendix D: well-formed dependency text of a Plan demonstration. The paper writes it
+#: ``None|((\s*([Ss]tep [0-9]+) depends on ([Ss]tep [0-9]+)\.\s*)+)``; this is the same language
+#: with the two adjacent ``\s*`` of consecutive repetitions merged into one, which makes a failing
+#: full match linear instead of quadratic in the length of a whitespace run.
+DEPENDENCY_FORMAT = re.compile(r"None|(?:\s*[Ss]tep [0-9]+ depends on [Ss]tep [0-9]+\.)+\s*")
 #: Bumped when the record format or the way runs are made changes (invalidates caches).
 BOOTSTRAP_FORMAT = 5
 

@@ -27,6 +27,8 @@ from hopqa.evaluation.metrics import normalize_answer
 
 Entails = Callable[[str, str], bool]
 _CITE = re.compile(r"\[(\d+)\]")
+#: A citation number longer than this is noise (and ``int`` refuses more than 4,300 digits).
+MAX_CITATION_DIGITS = 6
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -52,14 +54,15 @@ class Thought:
 
 def split_statements(rationale: str, n_passages: int) -> list[Statement]:
     """Statements of a rationale with their (valid, 1-based) citation markers, markers removed
-    from the text. Citation marks outside 1..n_passages are dropped."""
+    from the text. Citation marks outside 1..n_passages (absurdly long numbers included) are
+    dropped."""
     text = rationale.replace("Let's think step by step.", " ")
     out = []
     for raw in _SPLIT.split(text):
         raw = raw.strip()
         if not raw:
             continue
-        cites = [int(c) for c in _CITE.findall(raw) if 1 <= int(c) <= n_passages]
+        cites = [n for n in (int(c) for c in _CITE.findall(raw) if len(c) <= MAX_CITATION_DIGITS) if 1 <= n <= n_passages]
         clean = " ".join(_CITE.sub(" ", raw).split()).rstrip(" .") + "."
         if len(clean) > 1:
             out.append(Statement(clean, list(dict.fromkeys(cites))))

@@ -31,7 +31,9 @@ REACT_PROMPT = (
     "Here are some examples.\n\n{demos}\n\nQuestion: {question}\n{transcript}"
 )
 
-_ACTION = re.compile(r"(search|lookup|finish)\s*\[(.*?)\]", re.IGNORECASE | re.DOTALL)
+#: An action's name and its opening bracket; the argument runs to the next "]" (``parse_action``).
+_ACTION = re.compile(r"(search|lookup|finish)\s*\[", re.IGNORECASE)
+_THOUGHT_LABEL = re.compile(r"thought\s*(?:\d+\s*)?:\s*", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[a-z0-9)\]\"'][.!?])\s+")
 
 
@@ -57,11 +59,18 @@ def format_demo(demo: Demo) -> str:
 
 
 def parse_action(text: str) -> tuple[str, str] | None:
-    """(action, argument) of the first well-formed action in a model turn, or None."""
+    """(action, argument) of the first well-formed action in a model turn, or None.
+
+    The argument is everything up to the first "]" after the bracket (newlines allowed). When
+    the first action's bracket is never closed no later one can be, so one search and one
+    ``str.find`` decide: linear in the length of ``text``."""
     m = _ACTION.search(text)
     if not m:
         return None
-    return m.group(1).lower(), " ".join(m.group(2).split())
+    close = text.find("]", m.end())
+    if close < 0:
+        return None
+    return m.group(1).lower(), " ".join(text[m.end():close].split())
 
 
 @dataclass
@@ -115,7 +124,9 @@ class ReAct(Method):
                     shown = state.used[n_used:] or ([state.last] if action[0] == "lookup" and state.last else [])
                     s.mark_hop(f"{action[0].capitalize()}[{action[1]}]", obs, label=action[0], passages=shown)
                 s.output(observation=obs)
-                thought = re.sub(r"^thought\s*\d*\s*:\s*", "", turn.split("\nAction")[0].strip(), flags=re.IGNORECASE)
+                thought = turn.split("\nAction")[0].strip()
+                if label := _THOUGHT_LABEL.match(thought):
+                    thought = thought[label.end():]
                 act_text = f"{action[0].capitalize()}[{action[1]}]" if action else "(none)"
                 transcript += f"Thought {n}: {thought}\nAction {n}: {act_text}\nObservation {n}: {obs}\n"
         with step("forced_finish") as s:

@@ -6,6 +6,9 @@ setting) and fed back as "Intermediate answer:"; the model ends with "So the fin
 is:". Demonstrations are gold decompositions from the shipped train files
 (``hopqa.methods.demos``). Fallbacks, recorded in the trace: a turn with neither a follow-up
 nor a final answer, or the step limit, ends with one forced "So the final answer is:" call.
+A "Follow up:" with no question after it (on its line, or on the next non-blank line when that
+is not another field) is no follow-up: the turn then counts as one with neither, and the trace
+says the follow-up was empty.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from dataclasses import dataclass
 
 from hopqa.methods.base import Method, MethodConfig, Result, register
 from hopqa.methods.demos import Demo, load_demos
-from hopqa.methods.parsing import clean_answer, extract_answer, render_passages
+from hopqa.methods.parsing import (
+    clean_answer,
+    extract_answer,
+    first_line_after,
+    render_passages,
+)
 from hopqa.methods.retrieve_read import READ_PROMPT
 from hopqa.runtime import TracedRetriever
 from hopqa.trace import step
@@ -29,8 +37,36 @@ SELF_ASK_PROMPT = (
 )
 FINAL_PROMPT = "{transcript_prompt}\nSo the final answer is:"
 
-_FOLLOW = re.compile(r"follow[ -]?up\s*:\s*(.+)", re.IGNORECASE)
-_FINAL = re.compile(r"(?:so )?the final answer is\s*:?\s*(.*)", re.IGNORECASE)
+#: The "Follow up:" label (its question is read by ``parse_follow_up``).
+_FOLLOW = re.compile(r"follow[ -]?up\s*:", re.IGNORECASE)
+#: The final-answer label (its answer is the first non-blank line after it).
+_FINAL = re.compile(r"(?:so )?the final answer is\s*:?", re.IGNORECASE)
+#: A line that starts another field of the transcript, not a follow-up question.
+_FIELD = re.compile(r"\s*(?:follow[ -]?up|intermediate answer|(?:so )?the final answer|are follow)", re.IGNORECASE)
+
+
+def _line(text: str, pos: int) -> tuple[str, int]:
+    """The line of ``text`` from ``pos`` and where the next line starts (no copy of the rest)."""
+    end = text.find("\n", pos)
+    return (text[pos:], len(text)) if end < 0 else (text[pos:end], end + 1)
+
+
+def parse_follow_up(text: str) -> tuple[int, str] | None:
+    """(position, question) of the first "Follow up:" that has a question: the rest of its
+    line, else the next non-blank line unless that starts another field; None if there is none.
+    Linear in the length of ``text``."""
+    for m in _FOLLOW.finditer(text):
+        rest, nxt = _line(text, m.end())
+        question = rest.strip()
+        if not question:
+            while nxt < len(text):
+                line, nxt = _line(text, nxt)
+                if line.strip():
+                    question = "" if _FIELD.match(line) else line.strip()
+                    break
+        if question:
+            return m.start(), question
+    return None
 
 
 def format_demo(demo: Demo) -> str:
@@ -70,18 +106,22 @@ class SelfAsk(Method):
                 prompt = SELF_ASK_PROMPT.format(demos=demos, question=question, transcript=transcript)
                 out = self.llm.generate(prompt, max_tokens=cfg.max_tokens, stop=["Intermediate answer:", "\nQuestion:"]).text
                 final = _FINAL.search(out)
-                follow = _FOLLOW.search(out)
-                if final and (not follow or final.start() < follow.start()):
-                    answer = clean_answer(final.group(1).splitlines()[0] if final.group(1) else "")
+                follow = parse_follow_up(out)
+                if final and (not follow or final.start() < follow[0]):
+                    answer = clean_answer(first_line_after(out, final.end()))
                     s.output(raw=out, final_answer=answer)
                     if answer:
                         return Result(answer=answer, passages=used)
+                    s.note("an empty final answer: asking for the final answer")
                     break
                 if not follow:
                     s.output(raw=out)
-                    s.note("no 'Follow up:' and no final answer: asking for the final answer")
+                    if _FOLLOW.search(out):
+                        s.note("'Follow up:' without a question: asking for the final answer")
+                    else:
+                        s.note("no 'Follow up:' and no final answer: asking for the final answer")
                     break
-                sub_q = follow.group(1).strip().splitlines()[0].strip()
+                sub_q = follow[1]
                 if sub_q.lower() in asked:
                     s.note("the same follow-up was asked twice: asking for the final answer")
                     break

@@ -103,6 +103,11 @@ class SelfDCConfig(MethodConfig):
 # -- parsing ---------------------------------------------------------------------------------------------
 _CONF_LABEL = re.compile(r"confidence[^0-9\n]{0,20}?(\d+(?:\.\d+)?)\s*(%?)", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(%?)")
+_FORMAT_RANGE = re.compile(r"\(\s*0\s*-\s*100\s*\)")
+_CONFIDENCE_WORD = re.compile(r"confidence", re.IGNORECASE)
+_BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_HASH_ITEM = re.compile(r"#\s*\d+\s*[:.)]")
+_LIST_ITEM = re.compile(r"^[^\S\n]*(?:\d+[.)]|[-*\u2022])\s+", re.MULTILINE)
 
 
 def parse_verbal_confidence(text: str) -> tuple[float | None, str]:
@@ -110,16 +115,20 @@ def parse_verbal_confidence(text: str) -> tuple[float | None, str]:
 
     Looks for a number after "Confidence", else a number followed by "%", else a reply that is
     only a number. 0-100 is divided by 100; a fraction written as 0.x is kept; values are clamped.
+    The answer is what comes before the first "confidence". Linear in the length of ``text``.
     """
-    text = re.sub(r"\(\s*0\s*-\s*100\s*\)", " ", text)  # the "(0-100)" of the format line is not a value
-    answer_part = re.split(r"\n?\s*confidence", text, maxsplit=1, flags=re.IGNORECASE)[0]
+    text = _FORMAT_RANGE.sub(" ", text)  # the "(0-100)" of the format line is not a value
+    cut = _CONFIDENCE_WORD.search(text)
+    answer_part = text[: cut.start()] if cut else text
     answer = extract_answer(answer_part)[0] if answer_part.strip() else ""
     m = _CONF_LABEL.search(text)
     if m is None:
         percents = [x for x in _NUMBER.finditer(text) if x.group(2)]
         m = percents[-1] if percents else None
-    if m is None and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*%?\s*", text):
-        m = _NUMBER.search(text)
+    if m is None:
+        bare = text.strip()
+        if _BARE_NUMBER.fullmatch(bare[:-1].rstrip() if bare.endswith("%") else bare):
+            m = _NUMBER.search(text)
     if m is None:
         return None, answer
     value = float(m.group(1))
@@ -129,19 +138,26 @@ def parse_verbal_confidence(text: str) -> tuple[float | None, str]:
 
 
 def parse_subquestions(text: str, limit: int = 5) -> list[str]:
-    """Sub-questions from ``#1: ..., #2: ...`` (one line or many); numbered lists are accepted too."""
-    parts = re.split(r"#\s*\d+\s*[:.)]", text)
-    items = parts[1:] if len(parts) > 1 else re.split(r"(?:^|\n)\s*(?:\d+[.)]|[-*•])\s+", text)
+    """Sub-questions from ``#1: ..., #2: ...`` (one line or many); numbered or bulleted lists
+    are accepted too. Each is cut after its first "?"; repeats (after SQuAD normalisation)
+    count once; at most ``limit``. Linear in the length of ``text``."""
+    parts = _HASH_ITEM.split(text)
+    items = parts[1:] if len(parts) > 1 else _LIST_ITEM.split(text)
     out: list[str] = []
+    seen: set[str] = set()
     for item in items:
+        if len(out) >= limit:
+            break
         q = " ".join(item.split()).strip(" ,;")
         if not q:
             continue
         if "?" in q:
             q = q[: q.index("?") + 1]
-        if normalize_answer(q) not in {normalize_answer(x) for x in out}:
+        key = normalize_answer(q)
+        if key not in seen:
+            seen.add(key)
             out.append(q)
-    return out[:limit]
+    return out
 
 
 def route(c: float, alpha: float, beta: float) -> str:
