@@ -4,7 +4,11 @@
 LLM (the embedded Qwen2.5-1.5B) over the demo corpus, printing the answer, the passages it
 used and what it cost; ``--json`` prints the whole result (answer, passages, trace, usage).
 Exit codes: 0 answered, 1 the method failed (the error is printed, the trace kept with
-``--json``), 2 bad usage (empty question, unknown method, missing file).
+``--json``), 2 bad input, reported before any model is loaded or index built where it can be
+(empty or too long question, unknown method, bad ``--set``, a number out of range, a bad LLM
+spec, missing file, damaged index or run directory), 130 interrupted. Every error and warning
+is one line on stderr: ``hopqa: error: ...`` / ``hopqa: warning: ...`` (warnings are written
+above the progress bars, not into them).
 """
 
 from __future__ import annotations
@@ -12,86 +16,150 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
-import typing
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hopqa.config import DEFAULT_METHOD, redact_credentials
-
 
 class UsageError(Exception):
     """Bad command-line input: printed as ``hopqa: error: ...`` with exit code 2."""
 
 
-# -- building blocks -----------------------------------------------------------------------------
-def _llm(args: argparse.Namespace) -> Any:
-    from hopqa.config import default_llm
-    from hopqa.llm import load_llm
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (``hopqa: error: ...``, exit code 2), like hopqa's own."""
 
-    spec = default_llm(args.llm)
-    return load_llm(spec, home=args.home, cache=not args.no_cache, api_key=os.environ.get("OPENAI_API_KEY"))
+    def error(self, message: str) -> NoReturn:
+        from hopqa.console import one_line
+
+        print(f"hopqa: error: {one_line(message)} (see: {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def _number(kind: type, low: float | None = None, high: float | None = None,
+            above: float | None = None) -> Callable[[str], Any]:
+    """An argparse ``type``: ``kind`` (int or float) within ``[low, high]`` (and ``> above``)."""
+    noun = "a whole number" if kind is int else "a number"
+    if low is not None and high is not None:
+        wanted = f"{noun} between {low} and {high}"
+    elif low is not None:
+        wanted = f"{noun} of at least {low}"
+    elif above is not None:
+        wanted = f"{noun} above {above}"
+    else:
+        wanted = noun + (f" of at most {high}" if high is not None else "")
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, not {text!r}") from None
+        if ((kind is float and not math.isfinite(value)) or (low is not None and value < low)
+                or (high is not None and value > high) or (above is not None and value <= above)):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, not {text!r}")
+        return value
+
+    convert.__name__ = noun
+    return convert
+
+
+#: ``--k``, ``--workers``, ``--limit``: 1 or more.
+COUNT = _number(int, low=1)
+
+
+# -- building blocks -----------------------------------------------------------------------------
+def _check_llm_spec(spec: str, source: str) -> None:
+    """Parse an LLM spec without loading anything (``UsageError`` if it is bad), so that a typo
+    is reported before an index is built or a model loaded. ``source`` names where it came from
+    (``--llm``, ``$HOPQA_LLM``, ...)."""
+    from hopqa.llm import LLMSpecError, check_spec
+
+    try:
+        check_spec(spec)
+    except LLMSpecError as exc:
+        raise UsageError(f"{source} {redact_credentials(spec)}: {exc}") from exc
+
+
+def _spec(args: argparse.Namespace, option: str, env: str | None = None) -> tuple[str, str] | None:
+    """``(spec, where it came from)`` of an LLM option, falling back to ``env``, checked."""
+    value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+    source = option
+    if not value and env and os.environ.get(env):
+        value, source = os.environ[env], f"${env}"
+    if not value:
+        return None
+    _check_llm_spec(value, source)
+    return value, source
+
+
+def _main_spec(args: argparse.Namespace) -> tuple[str, str]:
+    """The --llm spec (else $HOPQA_LLM, else the default model), checked."""
+    from hopqa.config import DEFAULT_LLM
+
+    found = _spec(args, "--llm", "HOPQA_LLM")
+    return found if found is not None else (DEFAULT_LLM, "the default LLM")
+
+
+def _load_llm(spec: str, source: str, args: argparse.Namespace, cache: bool | None = None) -> Any:
+    """``load_llm`` with a bad spec (its ``LLMSpecError``) reported as bad input; responses are
+    cached unless ``cache`` is False (default: unless ``--no-cache``)."""
+    from hopqa.config import default_home
+    from hopqa.llm import LLMSpecError, load_llm
+
+    try:
+        return load_llm(spec, home=default_home(args.home), cache=not args.no_cache if cache is None else cache,
+                        api_key=os.environ.get("OPENAI_API_KEY"))
+    except LLMSpecError as exc:
+        raise UsageError(f"{source} {redact_credentials(spec)}: {exc}") from exc
 
 
 def _retriever(args: argparse.Namespace) -> Any:
     from hopqa.config import default_home
     from hopqa.demo import demo_retriever, index_dir_for
-    from hopqa.retrieval.bm25 import BM25Retriever, load_or_build
+    from hopqa.retrieval.bm25 import BM25IndexError, BM25Retriever, NothingToIndexError, load_or_build
 
     home = default_home(args.home)
     if args.index:
         if not Path(args.index).is_dir():
             raise UsageError(f"no index directory at {args.index} (build one with: hopqa index CORPUS --out DIR)")
-        return BM25Retriever.load(args.index)
+        try:
+            return BM25Retriever.load(args.index)
+        except BM25IndexError as exc:
+            raise UsageError(str(exc)) from exc
     if args.corpus:
         path = Path(args.corpus)
         if not path.is_file():
             raise UsageError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
-        return load_or_build(path, index_dir_for(path, home))
+        try:
+            return load_or_build(path, index_dir_for(path, home))
+        except NothingToIndexError as exc:
+            raise UsageError(f"{path}: {exc}") from exc
     return demo_retriever(home=home)
 
 
-def _scorer(args: argparse.Namespace, methods: list[str]) -> Any:
+def _scorer(args: argparse.Namespace, methods: list[str], scorer_spec: tuple[str, str] | None) -> Any:
     """The --scorer-llm model (GenSco's scorer), loaded only when a method takes a scorer."""
-    from hopqa.config import default_home
-    from hopqa.llm import load_llm
     from hopqa.methods.base import takes_component
 
-    spec = getattr(args, "scorer_llm", None)
     takers = [m for m in methods if takes_component(m, "scorer")]
-    if not spec:
+    if scorer_spec is None:
         return None
     if not takers:
         print("hopqa: note: no chosen method takes a scorer; --scorer-llm is ignored", file=sys.stderr)
         return None
-    return load_llm(spec, home=default_home(args.home), cache=not args.no_cache,
-                    api_key=os.environ.get("OPENAI_API_KEY"))
-
-
-def _convert(value: str, annotation: Any) -> Any:
-    """Turn a --set value into the config field's type (bool, int, float, str)."""
-    text = str(annotation)
-    if "bool" in text:
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise UsageError(f"expected true/false, got {value!r}")
-    for typ in (int, float):
-        if typ.__name__ in text.split("|")[0]:
-            try:
-                return typ(value)
-            except ValueError as exc:
-                raise UsageError(f"expected a {typ.__name__}, got {value!r}") from exc
-    return value
+    return _load_llm(*scorer_spec, args)
 
 
 def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
-    from hopqa.methods.base import get_method_class
+    """The options of ``--k`` and ``--set KEY=VALUE`` for ``method``, converted and checked
+    (``MethodError`` for an unknown method, ``UsageError`` for a bad option)."""
+    from hopqa.methods.base import MethodError, get_method_class, parse_option
 
     cls = get_method_class(method)
-    hints = typing.get_type_hints(cls.Config)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     options: dict[str, Any] = {}
     if args.k is not None:
@@ -101,27 +169,44 @@ def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
             options["k"] = args.k
     for item in args.set or []:
         key, sep, value = item.partition("=")
+        key = key.strip()
         if not sep or key not in fields:
             raise UsageError(f"--set expects KEY=VALUE with KEY one of: {', '.join(sorted(fields))}")
-        options[key] = _convert(value, hints.get(key, str))
+        try:
+            options[key] = parse_option(cls.Config, key, value)
+        except MethodError as exc:
+            raise UsageError(f"--set {item}: {exc}") from exc
     return options
+
+
+def _question(words: list[str]) -> str:
+    """The question of ``hopqa ask``, checked (empty, too long) before anything is loaded."""
+    from hopqa.methods.base import MethodError, validate_question
+
+    question = " ".join(words)
+    if not question.strip():
+        raise UsageError("the question is empty: hopqa ask \"Who directed ...?\"")
+    try:
+        return validate_question(question)
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_ask(args: argparse.Namespace) -> int:
     from hopqa.methods.base import MethodError, build_method, get_method_class
 
-    question = " ".join(args.question).strip()
-    if not question:
-        raise UsageError("the question is empty: hopqa ask \"Who directed ...?\"")
+    question = _question(args.question)
     try:
         cls = get_method_class(args.method)
-        options = _method_options(args.method, args)
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
+    options = _method_options(args.method, args)
+    spec, source = _main_spec(args)
+    scorer_spec = _spec(args, "--scorer-llm")
     retriever = _retriever(args) if cls.needs_retriever else None
-    llm = _llm(args)
-    scorer = _scorer(args, [args.method])
+    llm = _load_llm(spec, source, args)
+    scorer = _scorer(args, [args.method], scorer_spec)
     try:
         method = build_method(args.method, llm, retriever, components={"scorer": scorer}, **options)
     except MethodError as exc:
@@ -129,7 +214,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     answer = method.answer(question)
     llm.close()
     if args.json:
-        print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
+        from hopqa.console import json_safe
+
+        print(json_safe(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2)))
     elif args.quiet:
         from hopqa.console import clip
 
@@ -145,11 +232,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from hopqa.config import default_home, default_llm
+    from hopqa.config import default_home
     from hopqa.datasets import load_dataset
     from hopqa.evaluation.report import collect_rows, markdown_table
-    from hopqa.evaluation.runner import SETTINGS, RunConfigMismatch, evaluate
-    from hopqa.llm import load_llm
+    from hopqa.evaluation.runner import SETTINGS, RunDirectoryError, check_config, evaluate
     from hopqa.methods.base import (
         MethodError,
         build_method,
@@ -161,11 +247,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.setting not in SETTINGS:
         raise UsageError(f"--setting must be one of {', '.join(SETTINGS)}")
     names = [normalize_name(m) for m in args.method.split(",") if m.strip()]
+    if not names:
+        raise UsageError("--method names no method (e.g. --method direct,retrieve-then-read)")
     try:
         classes = {m: get_method_class(m) for m in names}
-        options = {m: _method_options(m, args) for m in names}
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
+    options = {m: _method_options(m, args) for m in names}
+    spec, source = _main_spec(args)
+    judge_spec = _spec(args, "--judge", "HOPQA_JUDGE")
+    scorer_spec = _spec(args, "--scorer-llm")
     home = default_home(args.home)
     examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
     if not examples:
@@ -174,18 +265,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
             and any(c.needs_retriever for c in classes.values())):
         raise UsageError(f"{args.dataset} has no paragraphs per question: use --setting open (retrieval from the "
                          "demo corpus, or --corpus / --index)")
+    base = Path(args.out) / f"{examples[0].dataset}-{examples[0].split}-{args.setting}"
+    configs = {}
+    for name in names:
+        config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
+                  "options": dataclasses.asdict(classes[name].Config().update(**options[name])),
+                  "llm": redact_credentials(spec), "judge": redact_credentials(judge_spec[0]) if judge_spec else None}
+        if takes_component(name, "scorer"):
+            config["scorer_llm"] = redact_credentials(scorer_spec[0] if scorer_spec else spec)
+        configs[name] = config
+        try:
+            check_config(base / name, config)  # a mismatched or damaged run directory: before any loading
+        except RunDirectoryError as exc:
+            raise UsageError(str(exc)) from exc
     retriever = None
     if args.setting == "open" and any(c.needs_retriever for c in classes.values()):
         retriever = _retriever(args)
-    spec = default_llm(args.llm)
-    llm = load_llm(spec, home=home, cache=not args.no_cache, api_key=os.environ.get("OPENAI_API_KEY"))
-    judge_spec = args.judge or os.environ.get("HOPQA_JUDGE")
-    judge = load_llm(judge_spec, home=home, api_key=os.environ.get("OPENAI_API_KEY")) if judge_spec else None
+    llm = _load_llm(spec, source, args)
+    judge = _load_llm(*judge_spec, args, cache=True) if judge_spec else None
     if judge is None and "self-dc" in names:
         print("hopqa: note: Self-DC is reported with the LLM-judge Acc in its paper; set --judge SPEC "
               "(or $HOPQA_JUDGE) to add it", file=sys.stderr)
-    base = Path(args.out) / f"{examples[0].dataset}-{examples[0].split}-{args.setting}"
-    scorer = _scorer(args, names)
+    scorer = _scorer(args, names, scorer_spec)
     run_dirs = []
     for name in names:
         takes_scorer = takes_component(name, "scorer")
@@ -194,16 +295,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                   **options[name])
         except MethodError as exc:
             raise UsageError(str(exc)) from exc
-        config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
-                  "options": dataclasses.asdict(method.config), "llm": redact_credentials(spec),
-                  "judge": redact_credentials(judge_spec) if judge_spec else None}
-        if takes_scorer:
-            config["scorer_llm"] = redact_credentials(args.scorer_llm or spec)
         try:
             summary = evaluate(method, examples, base / name, setting=args.setting, retriever=retriever,
-                               workers=args.workers, judge=judge, config=config, retry_failed=args.retry_failed,
-                               progress=not args.no_progress)
-        except RunConfigMismatch as exc:
+                               workers=args.workers, judge=judge, config=configs[name],
+                               retry_failed=args.retry_failed, progress=not args.no_progress)
+        except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
         run_dirs.append(base / name)
         m = summary.metrics
@@ -217,6 +313,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from hopqa.evaluation.report import build_report
 
+    if args.short_pct > args.long_pct:
+        raise UsageError(f"--short-pct ({args.short_pct}) must not be above --long-pct ({args.long_pct})")
     out = Path(args.out or args.runs[0])
     try:
         table, out_dir = build_report(args.runs, out, stratify=args.stratify_length, long_pct=args.long_pct,
@@ -229,12 +327,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from hopqa.retrieval.bm25 import build_index
+    from hopqa.retrieval.bm25 import NothingToIndexError, build_index
 
     path = Path(args.corpus)
     if not path.is_file():
         raise UsageError(f"no corpus file at {path}")
-    retriever = build_index(path, Path(args.out), progress=True, k1=args.k1, b=args.b)
+    try:
+        retriever = build_index(path, Path(args.out), progress=True, k1=args.k1, b=args.b)
+    except NothingToIndexError as exc:
+        raise UsageError(f"{path}: {exc}") from exc
     print(f"indexed {retriever.size} passages into {args.out}")
     return 0
 
@@ -299,11 +400,12 @@ def cmd_demos(args: argparse.Namespace) -> int:
     """Bootstrap HGOT's Appendix D demonstrations now (resumable), so later runs find them cached."""
     from hopqa.methods.base import MethodError, build_method
 
+    options = _method_options("hgot", args)
+    options["demo_source"] = "bootstrap"
+    spec, source = _main_spec(args)
+    retriever = _retriever(args)
+    llm = _load_llm(spec, source, args)
     try:
-        options = _method_options("hgot", args)
-        options["demo_source"] = "bootstrap"
-        llm = _llm(args)
-        retriever = _retriever(args)
         method = build_method("hgot", llm, retriever, **options)
         demos = method.prepare_demos(retriever)  # type: ignore[attr-defined]
     except MethodError as exc:
@@ -332,8 +434,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 # -- parser --------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hopqa", description="Multi-hop question answering by question decomposition.")
-    common = argparse.ArgumentParser(add_help=False)
+    p = _Parser(prog="hopqa", description="Multi-hop question answering by question decomposition.")
+    common = _Parser(add_help=False)
     common.add_argument("--home", help="hopqa's files: models, cache, demo index (default ~/.cache/hopqa or $HOPQA_HOME)")
     common.add_argument("--data-dir", help="a folder of benchmark files searched first (then $HOPQA_DATA_DIR, "
                         "downloaded releases in <home>/datasets, the subsets shipped with hopqa)")
@@ -346,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--scorer-llm", help="GenSco's scorer (needs loglikelihood; default: the --llm model)")
     ask.add_argument("--corpus", help="corpus file (jsonl {id,title,text} or tsv); default: the demo corpus")
     ask.add_argument("--index", help="a BM25 index directory built by hopqa index")
-    ask.add_argument("--k", type=int, help="passages per retrieval")
+    ask.add_argument("--k", type=COUNT, help="passages per retrieval (1 or more)")
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
     ask.add_argument("--trace", action="store_true", help="print the whole reasoning trace as a tree")
@@ -360,15 +462,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="dev")
     ev.add_argument("--setting", default="distractor", help="distractor (own paragraphs) or open (pooled corpus)")
     ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
-    ev.add_argument("--limit", type=int, help="first N questions only")
+    ev.add_argument("--limit", type=COUNT, help="first N questions only")
     ev.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
     ev.add_argument("--scorer-llm", help="GenSco's scorer (needs loglikelihood; default: the --llm model)")
     ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (default $HOPQA_JUDGE; optional)")
-    ev.add_argument("--workers", type=int, default=1, help="questions answered in parallel")
+    ev.add_argument("--workers", type=COUNT, default=1, help="questions answered in parallel (1 or more)")
     ev.add_argument("--out", default="runs", help="output directory (default runs/)")
     ev.add_argument("--corpus", help="open setting: corpus file (default: the pooled demo corpus)")
     ev.add_argument("--index", help="open setting: a BM25 index directory")
-    ev.add_argument("--k", type=int, help="passages per retrieval")
+    ev.add_argument("--k", type=COUNT, help="passages per retrieval (1 or more)")
     ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
     ev.add_argument("--retry-failed", action="store_true", help="re-run questions recorded as failed")
     ev.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
@@ -379,16 +481,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("runs", nargs="+", help="run directories (searched for results.jsonl)")
     rp.add_argument("--out", help="where to write report.md / report.html (default: the first run directory)")
     rp.add_argument("--stratify-length", action="store_true", help="also split by question length (HGOT)")
-    rp.add_argument("--long-pct", type=float, default=98.5, help="Long: above this percentile of length")
-    rp.add_argument("--short-pct", type=float, default=1.5, help="Short: below this percentile of length")
+    rp.add_argument("--long-pct", type=_number(float, 0, 100), default=98.5,
+                    help="Long: above this percentile of length (0-100)")
+    rp.add_argument("--short-pct", type=_number(float, 0, 100), default=1.5,
+                    help="Short: below this percentile of length (0-100)")
     rp.add_argument("--no-plots", action="store_true")
     rp.set_defaults(func=cmd_report)
 
     idx = sub.add_parser("index", parents=[common], help="build a BM25 index of a corpus")
     idx.add_argument("corpus")
     idx.add_argument("--out", required=True, help="index directory to write")
-    idx.add_argument("--k1", type=float, default=1.5)
-    idx.add_argument("--b", type=float, default=0.75)
+    idx.add_argument("--k1", type=_number(float, low=0), default=1.5, help="BM25 k1 (0 or more; default 1.5)")
+    idx.add_argument("--b", type=_number(float, 0, 1), default=0.75, help="BM25 b (0-1; default 0.75)")
     idx.set_defaults(func=cmd_index)
 
     ds = sub.add_parser("datasets", parents=[common], help="list the benchmark datasets (shipped and downloaded); "
@@ -398,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     dl = dsub.add_parser("download", parents=[common], help="download a dataset's official full release")
     dl.add_argument("name", nargs="?", help="dataset name (musique, hotpotqa, 2wikimultihopqa, bamboogle, freshqa)")
     dl.add_argument("--to", help="target directory (default <home>/datasets, which hopqa searches by itself)")
-    dl.add_argument("--timeout", type=float, default=60.0, help="seconds per network operation")
+    dl.add_argument("--timeout", type=_number(float, above=0), default=60.0, help="seconds per network operation")
 
     me = sub.add_parser("methods", parents=[common], help="list the methods and their options")
     me.set_defaults(func=cmd_methods)
@@ -407,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
     dm.add_argument("--corpus", help="retriever for training examples without paragraphs (default: the demo corpus)")
     dm.add_argument("--index", help="a BM25 index directory built by hopqa index")
-    dm.add_argument("--k", type=int, help="passages per retrieval")
+    dm.add_argument("--k", type=COUNT, help="passages per retrieval (1 or more)")
     dm.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="HGOT option, e.g. bootstrap_dataset=hotpotqa:train, bootstrap_examples=50, samples=5")
     dm.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
@@ -419,9 +523,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the command: one ``hopqa: warning: ...`` line, written above
+    any progress bar (``tqdm.write``) instead of into it."""
+    from tqdm import tqdm
+
+    from hopqa.console import one_line
+
+    tqdm.write(f"hopqa: warning: {one_line(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from hopqa.console import one_line
     from hopqa.datasets import DatasetError
     from hopqa.llm.base import LLMError
 
@@ -429,18 +545,17 @@ def main(argv: list[str] | None = None) -> int:
     saved = os.environ.get("HOPQA_DATA_DIR")
     if getattr(args, "data_dir", None):
         os.environ["HOPQA_DATA_DIR"] = str(args.data_dir)
+    show_warning, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"hopqa: error: {exc}", file=sys.stderr)
-        return 2
-    except (LLMError, DatasetError, FileNotFoundError) as exc:
-        print(f"hopqa: error: {exc}", file=sys.stderr)
+    except (UsageError, LLMError, DatasetError, FileNotFoundError) as exc:
+        print(f"hopqa: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hopqa: interrupted", file=sys.stderr)
         return 130
     finally:
+        warnings.showwarning = show_warning
         if saved is None:
             os.environ.pop("HOPQA_DATA_DIR", None)
         else:

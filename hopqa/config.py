@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
 
 #: The user-facing default model (the only packaged model that follows the prompts).
@@ -55,8 +56,46 @@ def default_llm(explicit: str | None = None) -> str:
     return explicit or os.environ.get("HOPQA_LLM") or DEFAULT_LLM
 
 
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Replace ``path`` by ``data`` (``str`` as UTF-8) so a reader or a kill at any moment sees
+    either the old content or the new one, never a mix or an empty file.
+
+    The data goes to a new hidden file in the same directory, is flushed and ``fsync``-ed, then
+    renamed over ``path`` (``os.replace``, atomic on POSIX); the directory is synced so that the
+    rename itself survives a power cut. The temporary file is removed if anything fails.
+    """
+    target = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # permissions as umask says
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _sync_dir(target.parent)
+
+
+def _sync_dir(directory: Path) -> None:
+    """``fsync`` a directory (makes a rename in it durable); a no-op where unsupported."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
 #: ``scheme://user:password@`` (or ``scheme://token@``) in a URL: the credentials part.
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s?#]+@")
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s?#]+@")
 
 
 def redact_credentials(text: str) -> str:

@@ -18,7 +18,8 @@ passages it used; nested hops indented) takes two or three lines; a method witho
 (Retrieve-then-Read, Direct, ...) shows the passages of its answer instead. Everything shown
 is cleaned of terminal control characters (escape sequences, bidirectional marks), so a model
 reply cannot move the cursor or reorder the line; the raw text stays in the trace
-(``--json``).
+(``--json``, where ``json_safe`` writes those characters as ``\\uXXXX`` escapes: the same JSON
+value, harmless on a terminal). Error and warning messages are printed with ``one_line``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,19 @@ def safe(text: Any) -> str:
     """``text`` without terminal control characters (ANSI escapes lose their ESC and show as text)."""
     cleaned = _CONTROL.sub("", str(text))
     return "".join(ch for ch in cleaned if ch in "\t\n" or unicodedata.category(ch) != "Cc")
+
+
+def one_line(text: Any) -> str:
+    """``text`` cleaned (``safe``) on one line, whitespace collapsed: for error messages."""
+    return " ".join(safe(text).split())
+
+
+def json_safe(text: str) -> str:
+    """JSON text with each terminal control character written as a ``\\uXXXX`` escape.
+
+    Only string contents can hold such characters (``json.dumps`` escapes C0 controls itself,
+    not DEL, C1 controls or bidirectional marks), so the result is the same JSON value."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def clip(text: Any, width: int) -> str:

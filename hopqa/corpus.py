@@ -6,6 +6,12 @@ is used; ``title`` optional; ``contents`` / ``body`` accepted for ``text``) or a
 A malformed line (bad JSON, not an object, no text) is skipped with a warning naming
 ``file:line`` and counted in ``CorpusStats``: one bad line never stops an index build. Only
 the first ``MAX_WARNINGS`` skips of a file are warned about one by one; all are counted.
+Bytes that are not UTF-8 are read as U+FFFD (the replacement character); the first line of a
+file that has some is warned about (``file:line``), every such line is counted
+(``CorpusStats.invalid_utf8``).
+
+Warnings go through Python's ``warnings`` module (category ``UserWarning``); the ``hopqa``
+command prints each as one ``hopqa: warning: ...`` line above its progress bars.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
@@ -26,6 +33,8 @@ from hopqa.types import Passage
 
 MAX_WARNINGS = 20
 TEXT_KEYS = ("text", "contents", "body")
+#: What ``errors="surrogateescape"`` makes of bytes that are not UTF-8 (one per byte).
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 @dataclass
@@ -35,6 +44,9 @@ class CorpusStats:
     read: int = 0
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Lines (tsv: rows) that held bytes that are not UTF-8, read as U+FFFD.
+    invalid_utf8: int = 0
+    _utf8_warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     #: Warning class, how many skips are warned about, and the stack level the warning names.
     category: ClassVar[type[Warning]] = UserWarning
@@ -52,6 +64,18 @@ class CorpusStats:
         elif self.skipped == MAX_WARNINGS + 1:
             warnings.warn(f"{where}: more malformed lines; counting them without further warnings",
                           UserWarning, stacklevel=4)
+
+    def mend(self, text: str, path: Path, line: int) -> str:
+        """``text`` read with ``errors="surrogateescape"``, with each byte that was not UTF-8 as
+        U+FFFD; the first such line of each file is warned about, every one counted."""
+        if not _ESCAPED.search(text):
+            return text
+        self.invalid_utf8 += 1
+        if str(path) not in self._utf8_warned:
+            self._utf8_warned.add(str(path))
+            warnings.warn(f"{path}:{line}: invalid UTF-8, read as U+FFFD; later invalid lines of this file "
+                          "are read the same way without a warning", self.category, stacklevel=self.stacklevel)
+        return _ESCAPED.sub("\ufffd", text)
 
 
 def read_corpus(path: str | Path, stats: CorpusStats | None = None) -> Iterator[Passage]:
@@ -73,11 +97,12 @@ def read_corpus(path: str | Path, stats: CorpusStats | None = None) -> Iterator[
 
 def iter_json_lines(path: Path, stats: CorpusStats) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` of each non-blank line of a JSON-lines file; a malformed line is
-    skipped and counted in ``stats`` (shared by corpus and dataset loading)."""
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
+    skipped and counted in ``stats``, bytes that are not UTF-8 read as U+FFFD (module docstring)."""
+    with open(path, encoding="utf-8-sig", errors="surrogateescape") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            line = stats.mend(line, path, n)
             try:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
@@ -101,11 +126,12 @@ def _read_jsonl(p: Path, stats: CorpusStats) -> Iterator[Passage]:
 
 def _read_tsv(p: Path, stats: CorpusStats) -> Iterator[Passage]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with open(p, encoding="utf-8", errors="replace", newline="") as f:
+    with open(p, encoding="utf-8", errors="surrogateescape", newline="") as f:
         reader = csv.reader(f, delimiter="\t")
         first = True
         for row in reader:
             n = reader.line_num
+            row = [stats.mend(cell, p, n) for cell in row]
             if first:
                 first = False
                 if row and row[0].strip().lower() == "id":

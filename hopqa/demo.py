@@ -10,7 +10,9 @@ runs over them.
 Built once into ``<home>/demo/`` (``corpus.jsonl`` plus a BM25 index in ``bm25/``); the stamp
 ``source.json`` records ``DEMO_FORMAT`` and each source file's resolved path, size and mtime,
 and the corpus is rebuilt when any of them changes (another file found first, a file edited,
-a loader change that bumps ``DEMO_FORMAT``). It is the default corpus of ``hopqa ask`` and the
+a loader change that bumps ``DEMO_FORMAT``). A damaged index (a file missing, truncated or
+changed: checked on every load, see ``hopqa.retrieval.bm25``) is rebuilt automatically, with a
+warning naming the damaged file. It is the default corpus of ``hopqa ask`` and the
 pooled corpus of the open-domain setting: a retriever must find a question's supporting
 paragraphs among everyone else's.
 """

@@ -87,6 +87,24 @@ def test_index_command(tmp_path, corpus):
     assert "corpus.jsonl:4" in r.stderr  # the malformed line is reported, not fatal
 
 
+def test_warnings_are_one_line_each_above_the_progress_bars(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(b'{"id": "1", "text": "Paris is in France"}\n{broken\n{"id": "3", "text": "caf\xe9 Lyon"}\n'
+                       b'{"id": "4", "text": "\xff again"}\n')
+    r = hopqa("index", str(corpus), "--out", str(tmp_path / "idx"), home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # what a terminal shows of each stderr line is what follows its last carriage return: tqdm.write
+    # clears the bar, prints the warning on a line of its own and redraws the bar below it
+    shown = [line.rsplit("\r", 1)[-1] for line in r.stderr.split("\n")]
+    assert [line for line in shown if "warning" in line.lower()] == [
+        (f"hopqa: warning: {corpus}:2: skipped (malformed JSON line (not JSON: Expecting property name enclosed "
+         "in double quotes))"),
+        (f"hopqa: warning: {corpus}:3: invalid UTF-8, read as U+FFFD; later invalid lines of this file are read "
+         "the same way without a warning"),
+    ]
+    assert "warnings.warn" not in r.stderr and "Traceback" not in r.stderr
+
+
 @pytest.mark.slow
 def test_ask_prints_answer_passages_and_cost(tmp_path, corpus):
     r = hopqa("ask", QUESTION, "--method", "retrieve-then-read", "--llm", SMOL, "--corpus", str(corpus), "--k", "2",

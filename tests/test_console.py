@@ -1,6 +1,11 @@
-"""Hops read from the trace and what ``hopqa ask`` prints (scripted LLM: exact and fast)."""
+"""Hops read from the trace and what ``hopqa ask`` prints (scripted LLM: exact and fast); no path
+of the command prints a control character from model or corpus text."""
 
 from __future__ import annotations
+
+import json
+
+import pytest
 
 from hopqa.console import clip, render_answer, safe
 from hopqa.llm.scripted import ScriptedLLM
@@ -91,3 +96,103 @@ def test_terminal_control_characters_are_not_shown():
     out = render_answer(ans)
     assert "\x1b" not in out and "\u202e" not in out and "Answer: Stan[2J]0;pwnedley!" in out
     assert ans.answer == evil  # the raw text is kept in the result and the trace
+
+
+# -- every path of the hopqa command that prints model or corpus text -----------------------------
+EVIL = "Stan\x1b[2J\x1b]0;pwned\x07ley\u202e\u200f\x9b31m!\r\x00"
+RAW = ("\x1b", "\x07", "\u202e", "\u200f", "\x9b", "\r", "\x00")
+
+
+def _is_clean(text: str) -> bool:
+    return not any(c in text for c in RAW)
+
+
+@pytest.fixture
+def evil_cli(tmp_path, monkeypatch):
+    """Run ``hopqa.cli.main`` in-process with a model that replies EVIL, over an index whose
+    passage titles and texts hold control characters too; returns (run, home)."""
+    import hopqa.llm
+    from hopqa.cli import main
+    from hopqa.retrieval.bm25 import BM25Retriever
+
+    monkeypatch.setattr(hopqa.llm, "load_llm", lambda spec, **kw: ScriptedLLM(replies=lambda r: EVIL, name="evil"))
+    index = tmp_path / "idx"
+    BM25Retriever.build([Passage("e1", "Stanley\x1b[31m \u202eND", "Stanley is the county seat. \x1b[2J"),
+                         Passage("e2", "Paris", "Paris is in France.")], progress=False).save(index)
+
+    def run(*args: str) -> int:
+        return main(["ask", Q, *args, "--home", str(tmp_path / "home"), "--index", str(index)])
+
+    return run
+
+
+@pytest.mark.parametrize("method", ["direct", "retrieve-then-read"])
+@pytest.mark.parametrize("mode", [[], ["--trace"], ["--quiet"]])
+def test_ask_never_prints_control_characters(evil_cli, capsys, method, mode):
+    assert evil_cli("--method", method, "--k", "2", *mode) == 0
+    out, err = capsys.readouterr()
+    assert _is_clean(out) and _is_clean(err)
+    assert "Stan[2J]0;pwnedley31m!" in out  # the text is shown, its controls are not
+    if mode == ["--trace"]:
+        assert "Trace:" in out and "- " + ("read" if method == "retrieve-then-read" else "") in out
+    if mode == ["--quiet"]:
+        assert out == "Stan[2J]0;pwnedley31m!\n"
+    if method == "retrieve-then-read" and not mode:
+        assert "Stanley[31m ND" in out  # a passage title from the corpus, cleaned
+
+
+def test_ask_json_escapes_control_characters_losslessly(evil_cli, capsys):
+    assert evil_cli("--method", "retrieve-then-read", "--k", "2", "--json") == 0
+    out, _ = capsys.readouterr()
+    assert _is_clean(out.replace("\n", ""))  # newlines are the JSON's own layout
+    result = json.loads(out)
+    outputs = [o for step in result["trace"]["children"] for call in step["llm_calls"] for o in call["outputs"]]
+    assert outputs == [EVIL]  # the raw reply, exactly
+    assert result["answer"] == EVIL.splitlines()[0]  # (the method keeps the first line)
+    assert result["passages"][0]["title"] == "Stanley\x1b[31m \u202eND"
+
+
+def test_errors_are_printed_clean_on_one_line(tmp_path, monkeypatch, capsys):
+    import hopqa.llm
+    from hopqa.cli import main
+    from hopqa.llm.base import LLMError
+
+    def failing(spec, **kw):
+        raise LLMError("the server said:\n\x1b[2Jgo away\u202e")
+
+    monkeypatch.setattr(hopqa.llm, "load_llm", failing)
+    assert main(["ask", Q, "--method", "direct", "--home", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "hopqa: error: the server said: [2Jgo away\n"
+
+
+def test_quiet_failure_prints_a_clean_error(tmp_path, monkeypatch, capsys):
+    import hopqa.llm
+    from hopqa.cli import main
+
+    def explode(request):
+        raise RuntimeError("model says \x1b[2J\nno")
+
+    monkeypatch.setattr(hopqa.llm, "load_llm", lambda spec, **kw: ScriptedLLM(replies=explode))
+    assert main(["ask", Q, "--method", "direct", "--quiet", "--home", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "hopqa: error: RuntimeError: model says [2J no\n"
+
+
+def test_report_table_cells_are_clean():
+    from hopqa.evaluation.report import Row, markdown_table
+
+    row = Row("toy\x1b[2J", "dev", "open", "evil|method\u202e\n", "all", 1, 0, {"em": 1.0}, {})
+    table = markdown_table([row])
+    assert _is_clean(table) and len(table.splitlines()) == 3
+    assert "| toy[2J/dev | open | evil\\|method | all | 1 | 0 | 1.000 |" in table
+
+
+def test_json_safe_and_one_line():
+    from hopqa.console import json_safe, one_line
+
+    text = json.dumps({"a": EVIL, "b": ["\x7f\u2066x"]}, ensure_ascii=False, indent=1)
+    safe_text = json_safe(text)
+    assert json.loads(safe_text) == json.loads(text) and _is_clean(safe_text.replace("\n", ""))
+    assert "\x7f" not in safe_text and "\\u007f" in safe_text and "\\u2066" in safe_text
+    assert one_line("a\n  b\x1b[1m\tc\r\n") == "a b[1m c"

@@ -94,3 +94,37 @@ def test_write_read_round_trip_and_fingerprint(tmp_path):
     assert len(fp) == 64 and corpus_fingerprint(f) == fp
     f.write_text(f.read_text() + '{"id": "3", "text": "t"}\n')
     assert corpus_fingerprint(f) != fp and file_stat(f) != st
+
+
+@pytest.mark.parametrize("suffix,content", [
+    (".jsonl", b'{"id": "1", "text": "caf\xe9"}\n{"id": "2", "text": "fine"}\n{"id": "3", "text": "\xff\xfe bad"}\n'),
+    (".tsv", b"1\tcaf\xe9\tT\n2\tfine\tU\n3\t\xff\xfe bad\tV\n"),
+])
+def test_invalid_utf8_is_replaced_and_warned_about_once_per_file(tmp_path, suffix, content):
+    p = tmp_path / f"c{suffix}"
+    p.write_bytes(content)
+    stats = CorpusStats()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        got = list(read_corpus(p, stats))
+    assert [g.text for g in got] == ["caf\ufffd", "fine", "\ufffd\ufffd bad"]
+    assert stats.invalid_utf8 == 2 and stats.skipped == 0
+    assert [str(w.message) for w in record] == [
+        (f"{p}:1: invalid UTF-8, read as U+FFFD; later invalid lines of this file are read the same way "
+         "without a warning")]
+    other = tmp_path / f"d{suffix}"  # the same stats reading another file: warned about again
+    other.write_bytes(content)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        list(read_corpus(other, stats))
+    assert [str(w.message).split(": ")[0] for w in record] == [f"{other}:1"] and stats.invalid_utf8 == 4
+
+
+def test_valid_utf8_and_replacement_characters_in_the_file_are_not_warned_about(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"text": "Zürich \ufffd already"}\n', encoding="utf-8-sig")  # a BOM, a real U+FFFD
+    stats = CorpusStats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [g.text for g in read_corpus(p, stats)] == ["Zürich \ufffd already"]
+    assert stats.invalid_utf8 == 0

@@ -144,3 +144,21 @@ def test_load_demos_builds_once_under_concurrency(monkeypatch, fresh_demos):
     for t in threads:
         t.join()
     assert len(calls) == 1 and len(results) == 6 and all(r == results[0] for r in results)
+
+
+def test_damaged_demo_index_is_rebuilt_automatically_with_a_warning(isolated, monkeypatch):
+    """The demo index is built by hopqa, so a damaged one is rebuilt, not an error (a small demo
+    corpus here: one shipped split)."""
+    import hopqa.demo
+    from hopqa.demo import demo_retriever
+
+    monkeypatch.setattr(hopqa.demo, "DEMO_CORPUS_FILES", (("musique", "dev"),))
+    home = isolated / "home"
+    size = demo_retriever(home).size
+    index = home / "demo" / "bm25"
+    passages = index / "passages.jsonl"
+    passages.write_bytes(passages.read_bytes()[:1000])  # e.g. a disk filled up mid-write
+    with pytest.warns(UserWarning, match=r"the index at .*demo/bm25 is damaged \(passages\.jsonl: 1000 bytes "
+                                         r"instead of \d+ \(truncated\)\): rebuilding it"):
+        again = demo_retriever(home)
+    assert again.size == size and passages.stat().st_size > 1000

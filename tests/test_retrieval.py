@@ -262,3 +262,129 @@ def test_numba_backend_matches_numpy(tmp_path):
     for t in threads:
         t.join()
     assert [got[i] for i in range(len(queries))] == numpy_hits
+
+
+# -- damage: every file recorded with its size and sha256, checked on load ----------------------
+def _index_files(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir())
+
+
+@pytest.fixture
+def saved_index(tmp_path) -> Path:
+    corpus = tmp_path / "c.jsonl"
+    write_jsonl(corpus, DOCS)
+    build_index(corpus, tmp_path / "idx", progress=False)
+    return tmp_path / "idx"
+
+
+def test_meta_records_every_file_with_size_and_sha256(saved_index):
+    import hashlib
+
+    files = json.loads((saved_index / "meta.json").read_text())["files"]
+    assert sorted(files) == [n for n in _index_files(saved_index) if n != "meta.json"]
+    assert {"passages.jsonl", "passages.offsets.npy", "vocab.index.json", "params.index.json"} <= set(files)
+    for name, rec in files.items():
+        data = (saved_index / name).read_bytes()
+        assert rec == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+@pytest.mark.parametrize("name", ["data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy",
+                                  "vocab.index.json", "params.index.json", "passages.jsonl",
+                                  "passages.offsets.npy", "meta.json"])
+@pytest.mark.parametrize("keep", [0.0, 0.5, 0.95])
+def test_truncated_file_is_reported_as_damage(saved_index, name, keep):
+    from hopqa.retrieval.bm25 import IndexDamagedError
+
+    assert name in _index_files(saved_index)
+    path = saved_index / name
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+    for mmap in (True, False):
+        with pytest.raises(IndexDamagedError) as e:
+            BM25Retriever.load(saved_index, mmap=mmap)
+        message = str(e.value)
+        assert message.startswith(f"index at {saved_index} is damaged ({name}") and "\n" not in message
+        corpus = "CORPUS" if name == "meta.json" else str(saved_index.parent / "c.jsonl")
+        assert message.endswith(f"rebuild it with: hopqa index {corpus} --out {saved_index}")
+
+
+def test_changed_or_missing_file_is_reported(saved_index):
+    from hopqa.retrieval.bm25 import IndexDamagedError
+
+    path = saved_index / "passages.jsonl"
+    original = path.read_bytes()
+    data = bytearray(original)
+    data[10] ^= 0x01  # same size, one bit flipped
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexDamagedError, match=r"\(passages\.jsonl: content changed since it was written"):
+        BM25Retriever.load(saved_index)
+    path.write_bytes(original)
+    assert BM25Retriever.load(saved_index).size == len(DOCS)
+    (saved_index / "vocab.index.json").unlink()
+    with pytest.raises(IndexDamagedError, match=r"\(vocab\.index\.json: missing\)"):
+        BM25Retriever.load(saved_index)
+
+
+@pytest.mark.parametrize("name", ["data.csc.index.npy", "vocab.index.json", "params.index.json", "passages.jsonl",
+                                  "passages.offsets.npy"])
+def test_index_without_recorded_files_still_fails_clearly(saved_index, name):
+    """Indexes written before sizes were recorded: a truncated file still gives IndexDamagedError."""
+    from hopqa.retrieval.bm25 import IndexDamagedError
+
+    meta = json.loads((saved_index / "meta.json").read_text())
+    del meta["files"]
+    (saved_index / "meta.json").write_text(json.dumps(meta))
+    assert BM25Retriever.load(saved_index).search("France", 1)[0].id == "p3"  # loads as before
+    path = saved_index / name
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    for mmap in (True, False):
+        with pytest.raises(IndexDamagedError, match=f"index at {saved_index} is damaged"):
+            BM25Retriever.load(saved_index, mmap=mmap)
+
+
+@pytest.mark.parametrize("name", ["passages.offsets.npy", "vocab.index.json", "meta.json"])
+def test_load_or_build_rebuilds_a_damaged_index_with_a_warning(tmp_path, name):
+    corpus, idx = tmp_path / "c.jsonl", tmp_path / "idx"
+    write_jsonl(corpus, DOCS)
+    load_or_build(corpus, idx, progress=False)
+    (idx / name).write_bytes((idx / name).read_bytes()[:7])
+    with pytest.warns(UserWarning, match=f"the index at {idx} is damaged \\({name}.*\\): rebuilding it"):
+        again = load_or_build(corpus, idx, progress=False)
+    assert again.size == len(DOCS) and again.search("France", 1)[0].id == "p3"
+    assert BM25Retriever.load(idx).size == len(DOCS)  # whole again on disk
+
+
+def test_resaving_replaces_an_older_index_files(tmp_path):
+    idx = tmp_path / "idx"
+    BM25Retriever.build(DOCS, progress=False).save(idx)
+    (idx / "stale.index.npy").write_bytes(b"left by another bm25s version")
+    BM25Retriever.build(DOCS[:2], progress=False).save(idx)
+    assert not (idx / "stale.index.npy").exists()
+    assert BM25Retriever.load(idx).size == 2
+
+
+def test_rebuilding_in_place_leaves_a_loaded_index_readable(tmp_path):
+    """A process reading an index through its memory maps while another rebuilds it keeps its
+    (older) files: they are replaced by new files, never rewritten (a rewrite would truncate
+    them under the maps: garbage or SIGBUS). Run in a subprocess, where a SIGBUS cannot take
+    pytest down."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_retrieval import DOCS
+        from hopqa.retrieval.bm25 import BM25Retriever
+        from hopqa.types import Passage
+        BM25Retriever.build(DOCS, progress=False).save({str(tmp_path / 'idx')!r})
+        old = BM25Retriever.load({str(tmp_path / 'idx')!r}, mmap=True)
+        other = [Passage(f"n{{i}}", "New", "x" * 10 + f" word{{i}}") for i in range(2)]
+        BM25Retriever.build(other, progress=False).save({str(tmp_path / 'idx')!r})
+        assert [p.id for p in old.passages] == [p.id for p in DOCS], "the loaded index changed under it"
+        assert old.search("capital of France", 1)[0].id == "p3"
+        assert BM25Retriever.load({str(tmp_path / 'idx')!r}).size == 2
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert not [p for p in (tmp_path / "idx").iterdir() if p.name.startswith(".")]  # no staging folder left

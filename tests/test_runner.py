@@ -1,4 +1,5 @@
-"""The evaluation runner: durable lines, resume after kill -9, failure isolation, config guard."""
+"""The evaluation runner: durable lines, resume after kill -9, failure isolation, config guard,
+atomic config, compaction to one line per id, one run per directory."""
 
 from __future__ import annotations
 
@@ -8,11 +9,18 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from hopqa.evaluation.runner import RunConfigMismatch, evaluate, read_results
+from hopqa.evaluation.runner import (
+    RunConfigDamaged,
+    RunConfigMismatch,
+    RunDirectoryBusy,
+    check_config,
+    compact_results,
+    evaluate,
+    read_results,
+)
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods import build_method
 from hopqa.types import Example, Passage
@@ -102,32 +110,171 @@ def test_concurrent_workers_write_every_line_once(tmp_path):
 
 SCRIPT = textwrap.dedent('''
     import sys
+    import threading
     sys.path.insert(0, {tests!r})
     from test_runner import examples, echo_llm
     from hopqa.evaluation.runner import evaluate
     from hopqa.methods import build_method
-    method = build_method("direct", echo_llm(max_concurrency=2, delay=0.15))
-    evaluate(method, examples(40), {run!r}, workers=2, progress=False, config={{"k": 1}})
+    written = []
+
+    def on_record(rec):
+        written.append(rec["id"])
+        if len(written) == {stop_after}:  # tell the test, then hold until killed (workers go on)
+            print("written", len(written), flush=True)
+            threading.Event().wait()
+
+    method = build_method("direct", echo_llm(max_concurrency=2, delay=0.02))
+    evaluate(method, examples(40), {run!r}, workers=2, progress=False, config={{"k": 1}}, on_record=on_record)
 ''')
 
 
 def test_resume_after_kill_minus_9(tmp_path):
+    """Killed with questions in flight right after the 8th line (the child says when: no timing),
+    then resumed: every question once, nothing answered before lost."""
     run = tmp_path / "run"
-    script = SCRIPT.format(tests=os.path.dirname(__file__), run=str(run))
-    proc = subprocess.Popen([sys.executable, "-c", script])
-    results = run / "results.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if results.exists() and len(results.read_text().splitlines()) >= 8:
-            break
-        time.sleep(0.05)
+    tests = os.path.dirname(__file__)
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(tests=tests, run=str(run), stop_after=8)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "written 8\n"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    proc.stdout.close()
+    results = run / "results.jsonl"
     done_before = set(read_results(results))
-    assert 8 <= len(done_before) < 40
+    assert len(done_before) == 8 and len(results.read_text().splitlines()) == 8
     with open(results, "a") as f:  # as if the kill had landed mid-write
         f.write('{"id": "q39", "predic')
-    subprocess.run([sys.executable, "-c", script], check=True)
+    subprocess.run([sys.executable, "-c", SCRIPT.format(tests=tests, run=str(run), stop_after=0)], check=True)
     ids = [json.loads(x)["id"] for x in results.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 40  # no duplicate, no missing
     assert done_before <= set(ids)
+
+
+# -- config.json: atomic, damage reported --------------------------------------------------------
+def test_config_is_written_atomically(tmp_path, monkeypatch):
+    """A kill between writing and renaming leaves no config.json (not an empty or partial one)."""
+    import hopqa.config
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # the process dies here
+
+    monkeypatch.setattr(hopqa.config.os, "replace", killed)
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(build_method("direct", echo_llm()), examples(1), run, progress=False, config={"llm": "a"})
+    assert not (run / "config.json").exists()
+    assert [p.name for p in run.iterdir() if p.name != ".lock"] == []  # no temporary file left behind
+    monkeypatch.undo()
+    evaluate(build_method("direct", echo_llm()), examples(1), run, progress=False, config={"llm": "a"})
+    assert json.loads((run / "config.json").read_text()) == {"llm": "a"}
+
+
+@pytest.mark.parametrize("content,problem", [
+    ("", "it is empty"),
+    ('{"dataset": "mus', "not valid JSON"),
+    ("[1, 2]", "holds a JSON list, not an object"),
+    (b"\xff\xfe{}", "not valid JSON"),
+])
+def test_damaged_config_is_a_clear_error(tmp_path, content, problem):
+    run = tmp_path / "run"
+    run.mkdir()
+    path = run / "config.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    method = build_method("direct", echo_llm())
+    with pytest.raises(RunConfigDamaged) as e:
+        evaluate(method, examples(1), run, progress=False, config={"llm": "a"})
+    message = str(e.value)
+    assert str(path) in message and problem in message and "\n" not in message
+    assert "delete it" in message and "--out" in message
+    with pytest.raises(RunConfigDamaged):
+        check_config(run, {"llm": "a"})  # the CLI asks before loading a model
+    assert not (run / "results.jsonl").exists()  # nothing was run
+    path.unlink()  # what the message says: the current configuration is adopted
+    evaluate(method, examples(1), run, progress=False, config={"llm": "a"})
+    assert json.loads(path.read_text()) == {"llm": "a"} and len(read_results(run / "results.jsonl")) == 1
+
+
+def test_check_config_writes_nothing(tmp_path):
+    check_config(tmp_path / "run", {"llm": "a"})
+    assert not (tmp_path / "run").exists()
+    evaluate(build_method("direct", echo_llm()), examples(1), tmp_path / "run", progress=False, config={"llm": "a"})
+    check_config(tmp_path / "run", {"llm": "a"})
+    with pytest.raises(RunConfigMismatch, match="llm"):
+        check_config(tmp_path / "run", {"llm": "b"})
+
+
+# -- one line per id once a run completes ---------------------------------------------------------
+def test_retry_failed_leaves_one_line_per_id(tmp_path):
+    def flaky(request):
+        if "item k1z?" in request.text():
+            raise RuntimeError("boom")
+        return "item " + request.text().split("What is item ")[-1].split("?")[0]
+
+    run = tmp_path / "run"
+    evaluate(build_method("direct", ScriptedLLM(replies=flaky)), examples(3), run, progress=False)
+    evaluate(build_method("direct", echo_llm()), examples(3), run, progress=False, retry_failed=True)
+    lines = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert [x["id"] for x in lines] == ["q0", "q1", "q2"]  # first positions kept
+    assert [x["status"] for x in lines] == ["ok", "ok", "ok"]  # the newest line won
+
+
+def test_compaction_keeps_newest_and_drops_bad_lines(tmp_path):
+    path = tmp_path / "results.jsonl"
+    rows = [{"id": "a", "v": 1}, {"id": "b", "v": 1}, {"id": "a", "v": 2}]
+    path.write_text(json.dumps(rows[0]) + "\nnot json\n" + json.dumps(rows[1]) + "\n" + json.dumps(rows[2]) + "\n"
+                    + '{"id": "c", "v"')
+    records = compact_results(path)
+    assert records == {"a": {"id": "a", "v": 2}, "b": {"id": "b", "v": 1}}
+    assert path.read_text() == json.dumps(rows[2]) + "\n" + json.dumps(rows[1]) + "\n"
+    before = path.stat().st_mtime_ns, path.stat().st_ino
+    assert compact_results(path) == records
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == before  # already compact: not rewritten
+
+
+def test_compaction_interrupted_keeps_the_log(tmp_path, monkeypatch):
+    """A kill during compaction leaves the append-only log as it was (the rename never happened)."""
+    import hopqa.config
+
+    path = tmp_path / "results.jsonl"
+    log = "".join(json.dumps({"id": i, "v": v}) + "\n" for i, v in [("a", 1), ("a", 2)])
+    path.write_text(log)
+
+    def killed(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hopqa.config.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        compact_results(path)
+    assert path.read_text() == log and [p.name for p in tmp_path.iterdir()] == ["results.jsonl"]
+
+
+def test_every_completed_run_is_compacted(tmp_path):
+    run = tmp_path / "run"
+    evaluate(build_method("direct", echo_llm()), examples(2), run, progress=False)
+    with open(run / "results.jsonl", "a") as f:  # e.g. left by an older hopqa's --retry-failed
+        f.write(json.dumps({**read_results(run / "results.jsonl")["q0"], "prediction": "newer"}) + "\n")
+    evaluate(build_method("direct", echo_llm()), examples(2), run, progress=False)  # nothing to answer
+    lines = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert [(x["id"], x["prediction"]) for x in lines] == [("q0", "newer"), ("q1", "item k1z")]
+
+
+def test_one_run_per_directory(tmp_path):
+    run = tmp_path / "run"
+    inner: list[Exception] = []
+
+    def meanwhile(rec):  # a second run on the same directory while the first one writes
+        try:
+            evaluate(build_method("direct", echo_llm()), examples(1), run, progress=False)
+        except RunDirectoryBusy as exc:
+            inner.append(exc)
+
+    evaluate(build_method("direct", echo_llm()), examples(1), run, progress=False, on_record=meanwhile)
+    assert len(inner) == 1 and "another run is writing" in str(inner[0]) and str(run) in str(inner[0])
+    evaluate(build_method("direct", echo_llm()), examples(2), run, progress=False)  # released afterwards
+    assert len(read_results(run / "results.jsonl")) == 2
+
+
+@pytest.mark.parametrize("workers", [0, -3, 1.5, True])
+def test_bad_workers_are_refused(tmp_path, workers):
+    with pytest.raises(ValueError, match="workers must be a whole number of at least 1"):
+        evaluate(build_method("direct", echo_llm()), examples(1), tmp_path / "run", progress=False, workers=workers)

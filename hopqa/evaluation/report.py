@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hopqa.console import one_line
 from hopqa.evaluation.runner import read_results, summarize
 
 #: Columns of the table: (key, header, where: "metrics" or "cost", format).
@@ -107,12 +108,20 @@ def _cell(row: Row, col: tuple[str, str, str, str]) -> str:
     return col[3].format(src[col[0]]) if col[0] in src else "–"
 
 
+def _md(text: Any) -> str:
+    """A Markdown table cell: one line, no terminal control characters, ``|`` escaped (the
+    names come from results files, which anyone may have written)."""
+    return one_line(text).replace("|", "\\|")
+
+
 def markdown_table(rows: list[Row]) -> str:
+    """The rows as a Markdown table (printed by ``hopqa eval`` and ``hopqa report``)."""
     cols = _present(rows)
     head = ["dataset", "setting", "method", "stratum", "n", "failed"] + [c[1] for c in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"{r.dataset}/{r.split}", r.setting, r.method, r.stratum, str(r.n), str(r.failed)]
+        cells = [_md(f"{r.dataset}/{r.split}"), _md(r.setting), _md(r.method), _md(r.stratum), str(r.n),
+                 str(r.failed)]
         lines.append("| " + " | ".join(cells + [_cell(r, c) for c in cols]) + " |")
     return "\n".join(lines)
 

@@ -5,10 +5,22 @@ per question to ``run_dir/results.jsonl`` as soon as it finishes (prediction, go
 usage, passages, full trace; ``status`` "ok" or "failed" with the error). Each line is written
 with one ``write`` and flushed to disk (``fsync``), so a run killed at any moment — even with
 ``kill -9`` — loses at most the questions in flight. Re-running skips every id already in the
-file (``retry_failed=True`` re-runs the failed ones; the newest line of an id wins), after
-cutting off a torn last line if the kill landed mid-write. ``run_dir/config.json`` records
-what was run; a resumed run with a different configuration is refused rather than mixed.
-``run_dir/summary.json`` holds the aggregate metrics and cost, rewritten at the end.
+file (``retry_failed=True`` re-runs the failed ones), after cutting off a torn last line if
+the kill landed mid-write.
+
+One line per id: while a run is going, the file is an append-only log, so a retried id has
+two lines (the newest wins for every reader here: ``read_results``, ``hopqa report``). When a
+run completes, the file is compacted: rewritten with one line per id — the newest line, at the
+position of the id's first line — and lines that do not parse are dropped. The rewrite goes to
+a temporary file that replaces ``results.jsonl`` atomically (``config.write_atomic``), so a
+kill during compaction leaves the old log or the compact file, never a mix. Anything reading
+a completed run line by line therefore counts every question once.
+
+``run_dir/config.json`` records what was run; it is written atomically, a resumed run with a
+different configuration is refused rather than mixed, and a damaged one (unreadable, not a JSON
+object) is refused with what to do. ``run_dir/summary.json`` holds the aggregate metrics and
+cost, rewritten atomically at the end. One run at a time writes a run directory: ``evaluate``
+holds a lock on ``run_dir/.lock`` (released when the process ends, even by ``kill -9``).
 
 Settings: ``distractor`` — each question retrieves only from its own candidate paragraphs
 (``CandidatePool``); ``open`` — one retriever over the pooled corpus for every question.
@@ -19,12 +31,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hopqa.config import write_atomic
 from hopqa.evaluation.metrics import judge_accuracy, score_answer
 from hopqa.methods.base import Method
 from hopqa.retrieval.base import Retriever
@@ -35,8 +49,21 @@ from hopqa.types import Answer, Example, Usage
 SETTINGS = ("distractor", "open")
 
 
-class RunConfigMismatch(RuntimeError):
+class RunDirectoryError(RuntimeError):
+    """The run directory cannot be used as asked (the message says why and what to do)."""
+
+
+class RunConfigMismatch(RunDirectoryError):
     """A resumed run was asked to continue with a different configuration."""
+
+
+class RunConfigDamaged(RunDirectoryError):
+    """``config.json`` of a run directory cannot be read (e.g. written by a version of hopqa
+    that was killed mid-write)."""
+
+
+class RunDirectoryBusy(RunDirectoryError):
+    """Another run (another process, or another ``evaluate`` call) is writing the directory."""
 
 
 @dataclass
@@ -55,34 +82,64 @@ class RunSummary:
 
 
 # -- the results file ---------------------------------------------------------------------------
-def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
-    """Records by id (the last line of an id wins). With ``repair``, a torn or malformed last
-    line (a kill mid-write) is cut off the file."""
-    records: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return records
-    data = path.read_bytes()
-    good_end = 0
+@dataclass
+class _Scan:
+    """What one pass over a results file found."""
+
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # by id, newest line wins
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> bytes of its newest line
+    lines: int = 0  # lines in the file, a torn last one included
+    good_end: int = 0  # the file up to here is whole lines (a torn or bad last line is cut here)
+
+
+def _scan(data: bytes) -> _Scan:
+    """Parse every line; ids keep the position of their first line and the newest record."""
+    scan = _Scan()
     pos = 0
     while pos < len(data):
+        scan.lines += 1
         nl = data.find(b"\n", pos)
         if nl == -1:  # a last line without its newline: torn
             break
-        line = data[pos:nl]
         try:
-            rec = json.loads(line)
-            records[str(rec["id"])] = rec
-            good_end = nl + 1
-        except (json.JSONDecodeError, KeyError, UnicodeDecodeError):
+            rec = json.loads(data[pos:nl])
+            key = str(rec["id"])
+            scan.records[key] = rec
+            scan.spans[key] = (pos, nl + 1)
+            scan.good_end = nl + 1
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
             if nl + 1 < len(data):  # a bad line in the middle: skip it, keep the rest
-                good_end = nl + 1
+                scan.good_end = nl + 1
             else:
                 break
         pos = nl + 1
-    if repair and good_end < len(data):
+    return scan
+
+
+def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+    """Records by id (the last line of an id wins). With ``repair``, a torn or malformed last
+    line (a kill mid-write) is cut off the file."""
+    if not path.is_file():
+        return {}
+    data = path.read_bytes()
+    scan = _scan(data)
+    if repair and scan.good_end < len(data):
         with open(path, "r+b") as f:
-            f.truncate(good_end)
-    return records
+            f.truncate(scan.good_end)
+    return scan.records
+
+
+def compact_results(path: Path) -> dict[str, dict[str, Any]]:
+    """Rewrite ``path`` atomically with one line per id, the newest, at the position of the id's
+    first line (lines that do not parse are dropped); return the records by id. A file that is
+    already compact is left untouched. Call it only when no run is appending to the file."""
+    if not path.is_file():
+        return {}
+    data = path.read_bytes()
+    scan = _scan(data)
+    if scan.lines != len(scan.records) or scan.good_end != len(data):
+        write_atomic(path, b"".join(data[start:end] for start, end in scan.spans.values()))
+    return scan.records
 
 
 class ResultWriter:
@@ -162,15 +219,36 @@ def evaluate(
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunSummary:
-    """Answer and score every example into ``run_dir`` (see the module docstring)."""
+    """Answer and score every example into ``run_dir`` (see the module docstring).
+
+    Raises ``ValueError`` for a bad argument (setting, workers, missing retriever) and a
+    ``RunDirectoryError`` when ``run_dir`` holds another configuration, a damaged
+    ``config.json``, or is being written by another run."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; use one of {', '.join(SETTINGS)}")
     if setting == "open" and retriever is None and method.needs_retriever:
         raise ValueError("the open setting needs a retriever over the pooled corpus")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")
     out = Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _check_config(out / "config.json", config or {})
-    results_path = out / "results.jsonl"
+    with _run_lock(out):
+        _check_config(out / "config.json", config or {}, write=True)
+        results_path = out / "results.jsonl"
+        _run(method, examples, results_path, setting, retriever, workers, judge, retry_failed, support_k,
+             progress, on_record)
+        records = compact_results(results_path)  # the run completed: one line per id from now on
+        wanted = {ex.id for ex in examples}
+        summary = summarize([r for i, r in records.items() if i in wanted], out)
+        write_atomic(out / "summary.json", json.dumps(summary.to_dict(), indent=1))
+    return summary
+
+
+def _run(method: Method, examples: Sequence[Example], results_path: Path, setting: str,
+         retriever: Retriever | None, workers: int, judge: Any | None, retry_failed: bool,
+         support_k: int | None, progress: bool, on_record: Callable[[dict[str, Any]], None] | None) -> None:
+    """Answer the examples not answered yet (and the failed ones with ``retry_failed``),
+    appending each record to ``results_path`` as soon as it is scored."""
     previous = read_results(results_path, repair=True)
     todo = [ex for ex in examples
             if ex.id not in previous or (retry_failed and previous[ex.id].get("status") == "failed")]
@@ -184,7 +262,7 @@ def evaluate(
         return _record(ex, ans, setting, judge, support_k)
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = {submit(pool, one, ex): ex for ex in todo}
             for fut in as_completed(futures):
                 ex = futures[fut]
@@ -209,11 +287,6 @@ def evaluate(
         writer.close()
         if bar is not None:
             bar.close()
-    records = read_results(results_path)
-    wanted = {ex.id for ex in examples}
-    summary = summarize([r for i, r in records.items() if i in wanted], out)
-    (out / "summary.json").write_text(json.dumps(summary.to_dict(), indent=1))
-    return summary
 
 
 def _progress_bar(total: int, initial: int, name: str, enabled: bool) -> Any:
@@ -224,17 +297,68 @@ def _progress_bar(total: int, initial: int, name: str, enabled: bool) -> Any:
     return tqdm(total=total, initial=initial, desc=name, unit="q", dynamic_ncols=True)
 
 
-def _check_config(path: Path, config: dict[str, Any]) -> None:
-    if path.is_file():
-        old = json.loads(path.read_text())
-        if config and old != json.loads(json.dumps(config, default=str)):
-            diff = sorted(k for k in set(old) | set(config) if old.get(k) != json.loads(json.dumps(config.get(k), default=str)))
-            raise RunConfigMismatch(
-                f"{path.parent} holds a run with a different configuration (differs in: {', '.join(diff)}); "
-                "use another --out directory, or delete it to start over"
-            )
+@contextmanager
+def _run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir/.lock`` for the block (POSIX ``flock``; the kernel
+    drops it when the process dies), so that two runs never append to and compact one file."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (Windows): unguarded
+        yield
         return
-    path.write_text(json.dumps(config, indent=1, default=str))
+    with open(run_dir / ".lock", "a") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise RunDirectoryBusy(f"another run is writing {run_dir}: wait for it to finish, or use another "
+                                   "--out directory") from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, other objects strings)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def check_config(run_dir: str | Path, config: dict[str, Any]) -> None:
+    """Raise ``RunConfigMismatch`` / ``RunConfigDamaged`` if ``run_dir`` holds a run that
+    ``evaluate`` with ``config`` would refuse to continue (nothing is written): lets a caller
+    find out before loading a model."""
+    _check_config(Path(run_dir) / "config.json", config, write=False)
+
+
+def _check_config(path: Path, config: dict[str, Any], write: bool) -> None:
+    """Compare ``config`` with the recorded one; record it (atomically) if there is none yet."""
+    if not path.is_file():
+        if write:
+            write_atomic(path, json.dumps(config, indent=1, default=str))
+        return
+    old = _read_config(path)
+    if config and old != _canonical(config):
+        diff = sorted(k for k in set(old) | set(config) if old.get(k) != _canonical(config.get(k)))
+        raise RunConfigMismatch(
+            f"{path.parent} holds a run with a different configuration (differs in: {', '.join(diff)}); "
+            "use another --out directory, or delete it to start over"
+        )
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The recorded configuration; ``RunConfigDamaged`` if it is not a readable JSON object."""
+    try:
+        old = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        problem = "it is empty" if not path.stat().st_size else f"it is not valid JSON ({exc})"
+    else:
+        if isinstance(old, dict):
+            return old
+        problem = f"it holds a JSON {type(old).__name__}, not an object"
+    raise RunConfigDamaged(
+        f"{path} is damaged ({problem}): delete it to continue the run in {path.parent} under the current "
+        "configuration, or use another --out directory"
+    )
 
 
 def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:

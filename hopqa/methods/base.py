@@ -9,13 +9,26 @@ is the strict variant.
 
 Methods register themselves by name (``@register("retrieve-then-read")``); CLI names are
 lowercase with hyphens, underscores accepted as aliases.
+
+Options: every config field is checked in one place, ``check_option``, whenever a config is
+made or changed (``MethodConfig.__post_init__`` and ``update``): its type (a whole number for an
+``int`` field, a finite number for a ``float``, ``true``/``false`` for a ``bool``) and, for a
+number, its range: ``field(metadata={"range": (low, high)})`` on the field if given, else
+``OPTION_RANGES`` by field name (one table for every method: a name means the same in each),
+else whole numbers must be at least 0. ``parse_option`` turns the text of ``--set KEY=VALUE``
+into the field's type and checks it.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import math
+import numbers
 import time
-from dataclasses import asdict, dataclass, fields
+import types
+import typing
+from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, ClassVar
 
 from hopqa.config import MAX_QUESTION_CHARS
@@ -30,18 +43,153 @@ class MethodError(ValueError):
     """Bad input to a method (empty or huge question, missing retriever, bad option)."""
 
 
+#: Allowed values of numeric options by field name: ``(low, high)``, both inclusive, ``None`` for
+#: no bound. Counts of something a method does or uses at least once are >= 1; counts that may
+#: be 0 say so. A field's own ``metadata={"range": ...}`` takes precedence.
+OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
+    # at least one
+    "k": (1, None),  # passages per retrieval
+    "max_tokens": (1, None),  # tokens per generated answer or step
+    "document_tokens": (1, None),  # tokens per generated document (GenRead, Self-DC)
+    "n_documents": (1, None),  # generated documents (GenRead)
+    "samples": (1, None),  # sampled thoughts per step (HGOT)
+    "iterations": (1, None),  # retrieval-generation rounds (Iter-RetGen)
+    "max_steps": (1, None),  # reasoning steps (IRCoT, ReAct, Self-Ask, HGOT plan)
+    "max_levels": (1, None),  # sub-question levels (GenSco)
+    "stop_from_level": (1, None),  # first level the STOP test is applied at (GenSco)
+    "max_paragraphs": (1, None),  # paragraphs kept (IRCoT)
+    "max_subquestions": (1, None),  # sub-questions per decomposition (Self-DC)
+    "max_passage_words": (1, None),  # words shown per passage
+    "scorer_passage_words": (1, None),
+    "total_passage_words": (1, None),  # words of all passages in a prompt
+    "observation_sentences": (1, None),  # sentences per observation (ReAct)
+    "bootstrap_examples": (1, None),  # training examples run to bootstrap demonstrations (HGOT)
+    # zero allowed
+    "shots": (0, None),  # few-shot demonstrations per prompt (0: zero-shot)
+    "num_demos": (0, None),  # bootstrapped demonstrations per prompt (HGOT)
+    "depth": (0, None),  # decomposition depth limit (0: answer without decomposing)
+    "seed": (0, None),
+    # sampling (the OpenAI API's ranges)
+    "temperature": (0.0, 2.0),
+    "document_temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    # weights, thresholds and confidence bounds in [0, 1] (HGOT's Eq. 7-8, Self-DC's alpha and beta)
+    "alpha": (0.0, 1.0),
+    "beta": (0.0, 1.0),
+    "gamma": (0.0, 1.0),
+    "w1": (0.0, 1.0),
+    "w2": (0.0, 1.0),
+    "w3": (0.0, 1.0),
+    "stop_similarity": (-1.0, 1.0),  # a cosine similarity (HGOT)
+}
+#: The range of an ``int`` field found neither in its metadata nor in ``OPTION_RANGES``.
+DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, None)
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _field_kind(annotation: Any) -> tuple[type | None, bool]:
+    """``(bool | int | float | str | None, whether None is allowed)`` of a field's type."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    optional = type(None) in args
+    for kind in (bool, int, float, str):
+        if kind in args:
+            return kind, optional
+    return None, optional
+
+
+def option_range(f: Field[Any]) -> tuple[float | None, float | None] | None:
+    """The allowed ``(low, high)`` of a numeric field (see the module docstring), or None."""
+    if "range" in f.metadata:
+        return tuple(f.metadata["range"])  # type: ignore[return-value]
+    return OPTION_RANGES.get(f.name)
+
+
+def _describe(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    return f"at least {low}" if low is not None else f"at most {high}"
+
+
+def check_option(config_cls: type[MethodConfig], name: str, value: Any) -> None:
+    """Raise ``MethodError`` unless ``value`` suits the option ``name`` (type and range)."""
+    f = _fields_of(config_cls).get(name)
+    if f is None:
+        raise MethodError(f"{config_cls.__name__} has no option {name!r} "
+                          f"(options: {', '.join(sorted(_fields_of(config_cls)))})")
+    kind, optional = _field_kind(_hints_of(config_cls).get(name))
+    if value is None:
+        if optional or kind is None:
+            return
+        raise MethodError(f"option {name} needs a value")
+    if kind is bool and not isinstance(value, bool):
+        raise MethodError(f"option {name} must be true or false, not {value!r}")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        raise MethodError(f"option {name} must be a whole number, not {value!r}")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                          or not math.isfinite(value)):
+        raise MethodError(f"option {name} must be a finite number, not {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise MethodError(f"option {name} must be text, not {value!r}")
+    if kind in (int, float):
+        low, high = option_range(f) or (DEFAULT_INT_RANGE if kind is int else (None, None))
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise MethodError(f"option {name} must be {_describe(low, high)}, not {value!r}")
+
+
+def parse_option(config_cls: type[MethodConfig], name: str, text: str) -> Any:
+    """The value of option ``name`` written as ``text`` (``--set name=text``), converted to the
+    field's type and checked; ``none`` (or nothing) unsets an optional field."""
+    if name not in _fields_of(config_cls):
+        check_option(config_cls, name, None)  # raises: unknown option
+    kind, optional = _field_kind(_hints_of(config_cls).get(name))
+    word = text.strip()
+    value: Any = word
+    if optional and word.lower() in ("", "none", "null"):
+        value = None
+    elif kind is bool:
+        if word.lower() not in _TRUE + _FALSE:
+            raise MethodError(f"option {name} must be true or false, not {text!r}")
+        value = word.lower() in _TRUE
+    elif kind in (int, float):
+        try:
+            value = kind(word)
+        except ValueError:
+            noun = "a whole number" if kind is int else "a number"
+            raise MethodError(f"option {name} must be {noun}, not {text!r}") from None
+    elif kind is str:
+        value = text
+    check_option(config_cls, name, value)
+    return value
+
+
+@functools.cache
+def _fields_of(config_cls: type[MethodConfig]) -> dict[str, Field[Any]]:
+    return {f.name: f for f in fields(config_cls)}
+
+
+@functools.cache
+def _hints_of(config_cls: type[MethodConfig]) -> dict[str, Any]:
+    return typing.get_type_hints(config_cls)
+
+
 @dataclass
 class MethodConfig:
-    """Base of every method's config dataclass."""
+    """Base of every method's config dataclass: every field is checked when a config is made
+    (``__post_init__``) or changed (``update``), see the module docstring."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check_option(type(self), f.name, getattr(self, f.name))
 
     def update(self, **overrides: Any) -> MethodConfig:
-        """Set fields by name, ignoring ``None`` values; unknown names are an error."""
-        names = {f.name for f in fields(self)}
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            if key not in names:
-                raise MethodError(f"{type(self).__name__} has no option {key!r} (options: {', '.join(sorted(names))})")
+        """Set fields by name, ignoring ``None`` values; an unknown name or a bad value is an
+        error (``MethodError``) and leaves the config unchanged."""
+        changes = {key: value for key, value in overrides.items() if value is not None}
+        for key, value in changes.items():
+            check_option(type(self), key, value)
+        for key, value in changes.items():
             setattr(self, key, value)
         return self
 
@@ -103,12 +251,20 @@ class Method:
 
     @staticmethod
     def validate(question: str) -> str:
-        if not isinstance(question, str) or not question.strip():
-            raise MethodError("the question is empty")
-        q = " ".join(question.split())
-        if len(q) > MAX_QUESTION_CHARS:
-            raise MethodError(f"the question is {len(q)} characters long; the limit is {MAX_QUESTION_CHARS}")
-        return q
+        """The question with whitespace collapsed; ``MethodError`` if empty or too long."""
+        return validate_question(question)
+
+
+def validate_question(question: str) -> str:
+    """``question`` with whitespace collapsed; ``MethodError`` if it is empty or longer than
+    ``MAX_QUESTION_CHARS`` (checked by ``Method.answer``; callers check it before costly work)."""
+    if not isinstance(question, str) or not question.strip():
+        raise MethodError("the question is empty")
+    q = " ".join(question.split())
+    if len(q) > MAX_QUESTION_CHARS:
+        raise MethodError(f"the question is {len(q)} characters long; the limit is {MAX_QUESTION_CHARS}: "
+                          "shorten it")
+    return q
 
 
 # -- registry ----------------------------------------------------------------------------------
