@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hopqa.config import DEFAULT_METHOD
+from hopqa.config import DEFAULT_METHOD, VERSION
 from hopqa.types import Answer, Example, Passage, Usage
 
-__version__ = "0.1.0"
+__version__ = VERSION
 __all__ = ["Answer", "Example", "Passage", "Usage", "pipeline", "__version__"]
 
 

@@ -16,6 +16,9 @@ import re
 import secrets
 from pathlib import Path
 
+#: hopqa's version (``hopqa.__version__``; kept equal to pyproject.toml's). Here, at the bottom
+#: layer, so that modules below the package root (an index's metadata) can record it.
+VERSION = "0.1.0"
 #: The user-facing default model (the only packaged model that follows the prompts).
 DEFAULT_LLM = "embedded:qwen2.5-1.5b"
 #: The method of ``hopqa ask`` and ``hopqa.pipeline()``: IRCoT measured best of the decomposition

@@ -3,7 +3,7 @@
 Methods hold a ``TracedLLM`` and a ``TracedRetriever``. Every call through them is recorded on
 the trace step that is open in the calling context and added to the ``Usage`` of the question
 being answered (both found through context variables set by ``Method.answer``). Work sent to a
-thread pool through ``submit`` keeps that context, so concurrent sub-steps (samples, sibling
+thread pool through ``hopqa.trace.submit`` keeps that context, so concurrent sub-steps (samples, sibling
 sub-questions) land in the right place of the right trace.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from hopqa.llm.base import (
     Generation,
@@ -27,18 +26,10 @@ from hopqa.retrieval.base import Retriever, RetrieverBase
 from hopqa.trace import current_step
 from hopqa.types import Passage, Usage
 
-T = TypeVar("T")
-
 _usage: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("hopqa_usage", default=None)
 
 #: How much of a prompt / output the trace keeps (characters). Full text is kept by default.
 MAX_TRACE_CHARS = 20000
-
-
-def submit(pool: Executor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-    """``pool.submit`` that runs ``fn`` in a copy of the caller's context (trace step, usage)."""
-    ctx = contextvars.copy_context()
-    return pool.submit(ctx.run, fn, *args, **kwargs)
 
 
 @contextmanager

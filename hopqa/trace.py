@@ -3,7 +3,8 @@
 A method opens steps with ``trace.step(kind, **inputs)`` (a context manager); the step that is
 open in the current thread / task is the *current step*, and the traced LLM and retriever
 (``hopqa.runtime``) attach their calls to it. Work handed to a thread pool keeps its parent
-step when submitted through ``hopqa.runtime.submit`` (which copies the context).
+step when submitted through ``submit`` (which copies the context: the context-keeping pool
+lives here, below the LLM layer, so that layer can use it too).
 
 Everything serialises to plain JSON (``to_dict`` / ``from_dict``) so a trace can be written
 with an evaluation result, read back, and rendered by the CLI or a web page.
@@ -17,10 +18,20 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def submit(pool: Executor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """``pool.submit`` that runs ``fn`` in a copy of the caller's context (trace step, usage)."""
+    ctx = contextvars.copy_context()
+    return pool.submit(ctx.run, fn, *args, **kwargs)
+
 
 _current: contextvars.ContextVar[Step | None] = contextvars.ContextVar("hopqa_step", default=None)
 _ids = itertools.count(1)

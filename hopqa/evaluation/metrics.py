@@ -21,33 +21,19 @@
 from __future__ import annotations
 
 import re
-import string
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+# Defined below the methods (which compare answers too); re-exported here with the other metrics.
+from hopqa.text import exact_match, normalize_answer  # noqa: F401
 from hopqa.types import Passage
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-_PUNCT = set(string.punctuation)
 _SPECIAL = {"yes", "no", "noanswer"}
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation."""
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
 
 
 def _tokens(text: str) -> list[str]:
     return normalize_answer(text).split()
-
-
-def exact_match(prediction: str, golds: Sequence[str]) -> float:
-    p = normalize_answer(prediction)
-    return float(any(p == normalize_answer(g) for g in golds if g is not None))
 
 
 def _prf(prediction: str, gold: str) -> tuple[float, float, float]:

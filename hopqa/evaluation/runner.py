@@ -43,7 +43,7 @@ from hopqa.evaluation.metrics import judge_accuracy, score_answer
 from hopqa.methods.base import Method
 from hopqa.retrieval.base import Retriever
 from hopqa.retrieval.pool import CandidatePool
-from hopqa.runtime import submit
+from hopqa.trace import submit
 from hopqa.types import Answer, Example, Usage
 
 SETTINGS = ("distractor", "open")

@@ -38,6 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from hopqa.trace import current_step, submit
+
 Messages = list[dict[str, str]]
 
 # Capabilities a backend may declare.
@@ -260,8 +262,6 @@ class LLMBase:
         width = max(1, min(workers or self.max_concurrency, self.max_concurrency, len(requests)))
         if width == 1:
             return [self.complete(r) for r in requests]
-        from hopqa.runtime import submit
-
         with ThreadPoolExecutor(max_workers=width) as pool:
             futures = [submit(pool, self.complete, r) for r in requests]
             return [f.result() for f in futures]
@@ -271,8 +271,6 @@ class LLMBase:
         width = max(1, min(self.max_concurrency, len(pairs)))
         if width == 1:
             return [self.loglikelihood(c, x) for c, x in pairs]
-        from hopqa.runtime import submit
-
         with ThreadPoolExecutor(max_workers=width) as pool:
             futures = [submit(pool, self.loglikelihood, c, x) for c, x in pairs]
             return [f.result() for f in futures]
@@ -334,8 +332,6 @@ def cap_generation(gen: Generation, max_tokens: int) -> Generation:
     if not long:
         return gen
     gen.completions = [cap_completion(c, limit) for c in gen.completions]
-    from hopqa.trace import current_step
-
     step = current_step()
     if step is not None:
         step.note("LLM reply truncated", backend=gen.backend, chars=long, cap=limit, max_tokens=max_tokens)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from hopqa.evaluation.metrics import normalize_answer
+from hopqa.text import normalize_answer
 from hopqa.llm.base import LOGLIKELIHOOD, LLMBase
 from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
 from hopqa.methods.demos import load_demos

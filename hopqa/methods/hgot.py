@@ -57,7 +57,7 @@ from typing import Any
 
 import networkx as nx
 
-from hopqa.evaluation.metrics import normalize_answer
+from hopqa.text import normalize_answer
 from hopqa.methods import hgot_demos
 from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
 from hopqa.methods.hgot_prompts import (
@@ -87,8 +87,8 @@ from hopqa.methods.hgot_quality import (
 )
 from hopqa.llm.base import GenerationRequest
 from hopqa.methods.parsing import extract_answer
-from hopqa.runtime import TracedRetriever, submit
-from hopqa.trace import current_step, step
+from hopqa.runtime import TracedRetriever
+from hopqa.trace import current_step, step, submit
 from hopqa.types import Passage
 
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from hopqa.evaluation.metrics import exact_match, normalize_answer
+from hopqa.text import exact_match, normalize_answer
 
 #: Appendix D: a run of citation marks.
 CITATION_MARKS = re.compile(r"(\[[0-9]+\])+")

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from hopqa.evaluation.metrics import normalize_answer
+from hopqa.text import normalize_answer
 
 Entails = Callable[[str, str], bool]
 _CITE = re.compile(r"\[(\d+)\]")

@@ -42,15 +42,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from hopqa.evaluation.metrics import normalize_answer
+from hopqa.text import normalize_answer
 from hopqa.llm.base import LOGPROBS, Generation, LLMBase
 from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
 from hopqa.methods.genread import GENERATE_PROMPT
 from hopqa.methods.genread import READ_PROMPT as PASSAGE_READ_PROMPT
 from hopqa.methods.parsing import extract_answer
 from hopqa.retrieval.base import Retriever
-from hopqa.runtime import TracedRetriever, submit
-from hopqa.trace import step
+from hopqa.runtime import TracedRetriever
+from hopqa.trace import step, submit
 from hopqa.types import Passage
 
 #: Table 21, verbalized confidence.

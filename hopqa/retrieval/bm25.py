@@ -60,7 +60,7 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
-from hopqa.config import write_atomic
+from hopqa.config import VERSION, write_atomic
 from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, file_stat, read_corpus
 from hopqa.retrieval.base import RetrieverBase
 from hopqa.types import Passage
@@ -203,7 +203,7 @@ class BM25Retriever(RetrieverBase):
         chosen = choose_backend(backend, len(plist))
         model = bm25s.BM25(k1=k1, b=b, backend=chosen)
         model.index((ids, vocab), create_empty_token=False, show_progress=progress)
-        meta = {"format": FORMAT, "hopqa_version": _hopqa_version(), "bm25s_version": bm25s.__version__,
+        meta = {"format": FORMAT, "hopqa_version": VERSION, "bm25s_version": bm25s.__version__,
                 "k1": k1, "b": b, "method": model.method, "stemmer": "english", "stopwords": "en",
                 "token_pattern": TOKEN_PATTERN, "num_docs": len(plist), "backend": chosen}
         return cls(model, plist, meta)
@@ -369,15 +369,6 @@ def verify_files(d: Path, meta: dict[str, Any], checksums: bool = True) -> None:
             raise IndexDamagedError(d, f"{name}: {size} bytes instead of {expected}{how}", corpus)
         if checksums and size <= CHECKSUM_MAX_BYTES and _sha256(path) != digest:
             raise IndexDamagedError(d, f"{name}: content changed since it was written (sha256)", corpus)
-
-
-def _hopqa_version() -> str:
-    try:
-        from hopqa import __version__
-
-        return str(__version__)
-    except ImportError:  # pragma: no cover
-        return "unknown"
 
 
 def build_index(corpus_path: str | Path, out_dir: str | Path, progress: bool = True, k1: float = 1.5,
