@@ -70,6 +70,35 @@ def _number(kind: type, low: float | None = None, high: float | None = None,
 #: ``--k``, ``--workers``, ``--limit``: 1 or more.
 COUNT = _number(int, low=1)
 
+#: The options of the sub-commands that answer questions (ask, eval, demos), declared once:
+#: name -> argparse settings. A sub-command takes them through ``_model_options``.
+MODEL_OPTIONS: dict[str, dict[str, Any]] = {
+    "--llm": {"help": "LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)"},
+    "--scorer-llm": {"help": "GenSco's scorer (needs loglikelihood; default: the --llm model)"},
+    "--corpus": {"help": "corpus file (jsonl {id,title,text} or tsv); default: the demo corpus"},
+    "--index": {"help": "a BM25 index directory built by hopqa index"},
+    "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
+    "--set": {"action": "append", "metavar": "KEY=VALUE", "help": "set a method option (repeatable)"},
+    "--no-cache": {"action": "store_true", "help": "bypass the LLM response cache"},
+}
+
+
+def _model_options(*names: str, **helps: str) -> argparse.ArgumentParser:
+    """The parent parser of a sub-command that answers questions: the ``MODEL_OPTIONS`` named
+    (all by default), in their order, in a help section of their own. ``helps`` words a help
+    text the sub-command's way (``corpus="open setting: ..."``: the option's name without
+    dashes, ``-`` as ``_``)."""
+    parent = _Parser(add_help=False)
+    group = parent.add_argument_group("LLM and retrieval options")
+    unknown = set(helps) - {n.lstrip("-").replace("-", "_") for n in names or MODEL_OPTIONS}
+    if unknown:
+        raise ValueError(f"no shared option {', '.join(sorted(unknown))}")
+    for name in names or MODEL_OPTIONS:
+        settings = dict(MODEL_OPTIONS[name])
+        settings["help"] = helps.get(name.lstrip("-").replace("-", "_"), settings["help"])
+        group.add_argument(name, **settings)
+    return parent
+
 
 # -- building blocks -----------------------------------------------------------------------------
 def _check_llm_spec(spec: str, source: str) -> None:
@@ -441,39 +470,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "downloaded releases in <home>/datasets, the subsets shipped with hopqa)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    ask = sub.add_parser("ask", parents=[common], help="answer a question")
+    ask_options = _model_options(
+        llm="embedded:NAME | embedded:PATH.gguf | openai:MODEL@URL (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
+    ask = sub.add_parser("ask", parents=[common, ask_options], help="answer a question")
     ask.add_argument("question", nargs="*", help="the question")
     ask.add_argument("--method", "-m", default=DEFAULT_METHOD, help=f"method name (default {DEFAULT_METHOD}; see hopqa methods)")
-    ask.add_argument("--llm", help="embedded:NAME | embedded:PATH.gguf | openai:MODEL@URL (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
-    ask.add_argument("--scorer-llm", help="GenSco's scorer (needs loglikelihood; default: the --llm model)")
-    ask.add_argument("--corpus", help="corpus file (jsonl {id,title,text} or tsv); default: the demo corpus")
-    ask.add_argument("--index", help="a BM25 index directory built by hopqa index")
-    ask.add_argument("--k", type=COUNT, help="passages per retrieval (1 or more)")
-    ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
     ask.add_argument("--json", action="store_true", help="print the whole result as JSON")
     ask.add_argument("--trace", action="store_true", help="print the whole reasoning trace as a tree")
     ask.add_argument("--quiet", "-q", action="store_true", help="print the answer alone (errors go to stderr)")
-    ask.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     ask.set_defaults(func=cmd_ask)
 
-    ev = sub.add_parser("eval", parents=[common], help="evaluate methods on a benchmark (resumable)")
+    eval_options = _model_options(corpus="open setting: corpus file (default: the pooled demo corpus)",
+                                  index="open setting: a BM25 index directory")
+    ev = sub.add_parser("eval", parents=[common, eval_options], help="evaluate methods on a benchmark (resumable)")
     ev.add_argument("--dataset", required=True,
                     help="dataset name (see hopqa datasets) or your own questions: FILE.jsonl / .json / .csv")
     ev.add_argument("--split", default="dev")
     ev.add_argument("--setting", default="distractor", help="distractor (own paragraphs) or open (pooled corpus)")
     ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
     ev.add_argument("--limit", type=COUNT, help="first N questions only")
-    ev.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
-    ev.add_argument("--scorer-llm", help="GenSco's scorer (needs loglikelihood; default: the --llm model)")
     ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (default $HOPQA_JUDGE; optional)")
     ev.add_argument("--workers", type=COUNT, default=1, help="questions answered in parallel (1 or more)")
     ev.add_argument("--out", default="runs", help="output directory (default runs/)")
-    ev.add_argument("--corpus", help="open setting: corpus file (default: the pooled demo corpus)")
-    ev.add_argument("--index", help="open setting: a BM25 index directory")
-    ev.add_argument("--k", type=COUNT, help="passages per retrieval (1 or more)")
-    ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a method option (repeatable)")
     ev.add_argument("--retry-failed", action="store_true", help="re-run questions recorded as failed")
-    ev.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
 
@@ -507,14 +526,12 @@ def build_parser() -> argparse.ArgumentParser:
     me = sub.add_parser("methods", parents=[common], help="list the methods and their options")
     me.set_defaults(func=cmd_methods)
 
-    dm = sub.add_parser("demos", parents=[common], help="bootstrap HGOT's demonstrations (Appendix D), resumable")
-    dm.add_argument("--llm", help="LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)")
-    dm.add_argument("--corpus", help="retriever for training examples without paragraphs (default: the demo corpus)")
-    dm.add_argument("--index", help="a BM25 index directory built by hopqa index")
-    dm.add_argument("--k", type=COUNT, help="passages per retrieval (1 or more)")
-    dm.add_argument("--set", action="append", metavar="KEY=VALUE",
-                    help="HGOT option, e.g. bootstrap_dataset=hotpotqa:train, bootstrap_examples=50, samples=5")
-    dm.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    demos_options = _model_options(
+        "--llm", "--corpus", "--index", "--k", "--set", "--no-cache",
+        corpus="retriever for training examples without paragraphs (default: the demo corpus)",
+        set="HGOT option, e.g. bootstrap_dataset=hotpotqa:train, bootstrap_examples=50, samples=5")
+    dm = sub.add_parser("demos", parents=[common, demos_options],
+                        help="bootstrap HGOT's demonstrations (Appendix D), resumable")
     dm.set_defaults(func=cmd_demos)
 
     st = sub.add_parser("setup", parents=[common], help="prepare models and the demo corpus index")
@@ -523,21 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: Any = None, line: str | None = None) -> None:
-    """``warnings.showwarning`` of the command: one ``hopqa: warning: ...`` line, written above
-    any progress bar (``tqdm.write``) instead of into it."""
-    from tqdm import tqdm
-
-    from hopqa.console import one_line
-
-    tqdm.write(f"hopqa: warning: {one_line(message)}", file=sys.stderr)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from hopqa.console import one_line
+    from hopqa.console import show_warning as console_show_warning
     from hopqa.datasets import DatasetError
     from hopqa.llm.base import LLMError
 
@@ -545,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = os.environ.get("HOPQA_DATA_DIR")
     if getattr(args, "data_dir", None):
         os.environ["HOPQA_DATA_DIR"] = str(args.data_dir)
-    show_warning, warnings.showwarning = warnings.showwarning, _show_warning
+    show_warning, warnings.showwarning = warnings.showwarning, console_show_warning
     try:
         return int(args.func(args) or 0)
     except (UsageError, LLMError, DatasetError, FileNotFoundError) as exc:

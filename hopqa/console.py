@@ -20,13 +20,21 @@ is cleaned of terminal control characters (escape sequences, bidirectional marks
 reply cannot move the cursor or reorder the line; the raw text stays in the trace
 (``--json``, where ``json_safe`` writes those characters as ``\\uXXXX`` escapes: the same JSON
 value, harmless on a terminal). Error and warning messages are printed with ``one_line``.
+
+Progress bars and warnings, for every command: ``progress_bar`` is the one tqdm bar of hopqa
+(model assembly, downloads, evaluation runs, HGOT's bootstrap), or a silent stand-in when it is
+switched off; ``show_warning`` (the command's ``warnings.showwarning``) writes each warning as
+one ``hopqa: warning: ...`` line above the bars (``tqdm.write``) instead of into them. This
+module sits below the LLM backends, the datasets and the evaluation so that each can use both.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 from hopqa.types import Answer
@@ -111,3 +119,47 @@ def render_answer(answer: Answer, llm: str = "", show_trace: bool = False) -> st
         lines.append("Trace:")
         lines.append(safe(answer.trace.render()))
     return "\n".join(lines)
+
+
+# -- progress bars and warnings -------------------------------------------------------------------
+class _NoProgress:
+    """What ``progress_bar`` returns when it is off: the calls of a bar, doing nothing."""
+
+    def __init__(self, iterable: Iterable[Any] | None = None) -> None:
+        self._iterable = iterable if iterable is not None else ()
+
+    def __iter__(self) -> Any:
+        return iter(self._iterable)
+
+    def update(self, n: float = 1) -> None:
+        pass
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: float | None = None, desc: str = "", *, enabled: bool = True,
+                 iterable: Iterable[Any] | None = None, **options: Any) -> Any:
+    """A tqdm bar on stderr (``total`` steps, or over ``iterable``; ``options`` are tqdm's:
+    ``unit``, ``unit_scale``, ``initial``, ...), or a silent stand-in with the same
+    ``update`` / ``set_postfix`` / ``close`` / iteration when ``enabled`` is false or tqdm is
+    not installed. Warnings shown through ``show_warning`` appear above it."""
+    if not enabled:
+        return _NoProgress(iterable)
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return _NoProgress(iterable)
+    return tqdm(iterable, total=total, desc=desc, **options)
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
+    """A ``warnings.showwarning``: one ``hopqa: warning: ...`` line on stderr, written above any
+    progress bar (``tqdm.write``) instead of into it."""
+    from tqdm import tqdm
+
+    tqdm.write(f"hopqa: warning: {one_line(message)}", file=sys.stderr)

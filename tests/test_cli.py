@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -192,3 +193,27 @@ def test_default_ask_uses_qwen_and_demo_corpus(hopqa_home, demo_index):
     assert lines[1] == "Method: ircot (embedded:qwen2.5-1.5b)"
     assert lines[2] == f" 1. retrieve: {DEMO_QUESTION}" and " 2. thought: " in r.stdout  # the hops
     assert f"Answer: {gold[0]}" in lines and lines[-1].startswith("Cost: ")
+
+
+def test_ask_eval_and_demos_share_one_declaration_of_their_model_options(capsys):
+    """``--llm``, ``--corpus``, ``--k``, ... come from ``cli.MODEL_OPTIONS`` (one parent parser per
+    sub-command, one help section), with the same type and validation everywhere."""
+    from hopqa import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    wanted = {"ask": list(cli.MODEL_OPTIONS), "eval": list(cli.MODEL_OPTIONS),
+              "demos": ["--llm", "--corpus", "--index", "--k", "--set", "--no-cache"]}
+    for command, names in wanted.items():
+        actions = {a.option_strings[0]: a for a in sub.choices[command]._actions if a.option_strings}
+        for name in names:
+            declared = cli.MODEL_OPTIONS[name]
+            assert actions[name].type is declared.get("type") and actions[name].metavar == declared.get("metavar")
+        assert "LLM and retrieval options:" in sub.choices[command].format_help()
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args([command, "--k", "0"] + (["--dataset", "x", "-m", "direct"] if command == "eval" else []))
+        assert exit_.value.code == 2 and "--k: expected a whole number of at least 1, not '0'" in capsys.readouterr().err
+    args = parser.parse_args(["demos", "--set", "a=1", "--set", "b=2", "--no-cache"])
+    assert args.set == ["a=1", "b=2"] and args.no_cache and args.k is None and args.llm is None
+    with pytest.raises(ValueError, match="no shared option"):
+        cli._model_options("--llm", corpus="x")

@@ -196,3 +196,31 @@ def test_json_safe_and_one_line():
     assert json.loads(safe_text) == json.loads(text) and _is_clean(safe_text.replace("\n", ""))
     assert "\x7f" not in safe_text and "\\u007f" in safe_text and "\\u2066" in safe_text
     assert one_line("a\n  b\x1b[1m\tc\r\n") == "a b[1m c"
+
+
+# -- progress bars and warnings -------------------------------------------------------------------
+def test_progress_bar_off_is_silent_and_complete(capsys):
+    from hopqa.console import progress_bar
+
+    bar = progress_bar(10, "x", enabled=False, unit="B", unit_scale=True)
+    bar.update(3)
+    bar.set_postfix(failed=1, refresh=False)
+    bar.close()
+    assert list(progress_bar(desc="y", enabled=False, iterable=[1, 2])) == [1, 2]
+    assert list(progress_bar(enabled=False)) == []
+    assert capsys.readouterr() == ("", "")
+
+
+def test_progress_bar_on_draws_on_stderr_and_warnings_go_above_it(capsys):
+    import warnings
+
+    from hopqa.console import progress_bar, show_warning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show_warning
+        for _ in progress_bar(desc="work", iterable=range(3), unit="q"):
+            warnings.warn("bad\nline \x1b[31m", stacklevel=1)
+    out, err = capsys.readouterr()
+    assert out == "" and "work" in err and "3/3" in err
+    assert err.count("hopqa: warning: bad line [31m\n") == 3

@@ -278,3 +278,24 @@ def test_one_run_per_directory(tmp_path):
 def test_bad_workers_are_refused(tmp_path, workers):
     with pytest.raises(ValueError, match="workers must be a whole number of at least 1"):
         evaluate(build_method("direct", echo_llm()), examples(1), tmp_path / "run", progress=False, workers=workers)
+
+
+def test_a_question_whose_scoring_failed_has_the_fields_of_every_line(tmp_path, monkeypatch):
+    from hopqa.evaluation import runner
+
+    score = runner.score_answer
+
+    def flaky(prediction, *args, **kwargs):
+        if prediction == "item k1z":
+            raise ZeroDivisionError("bad gold")
+        return score(prediction, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "score_answer", flaky)
+    summary = evaluate(build_method("direct", echo_llm()), examples(2), tmp_path / "run", progress=False)
+    recs = read_results(tmp_path / "run" / "results.jsonl")
+    assert summary.failed == 1 and list(recs["q1"]) == list(recs["q0"])  # same fields, same order
+    failed = recs["q1"]
+    assert (failed["status"], failed["error"], failed["prediction"], failed["metrics"], failed["passages"],
+            failed["trace"], failed["judge"]) == ("failed", "ZeroDivisionError: bad gold", "", {}, [], None, None)
+    assert failed["method"] == "direct" and failed["setting"] == "distractor" and failed["usage"]["llm_calls"] == 0
+    assert failed["question_words"] == 4 and failed["gold"] == ["item k1z"]

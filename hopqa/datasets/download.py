@@ -18,8 +18,8 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from hopqa.console import progress_bar
 from hopqa.datasets.paths import downloads_dir
 from hopqa.datasets.records import DatasetError
 
@@ -66,25 +66,6 @@ OFFICIAL_SOURCES: dict[str, tuple[Download, ...]] = {
 }
 
 
-class _NoProgress:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(total: int | None, desc: str, show: bool = True) -> Any:
-    """A tqdm byte counter if ``show`` and tqdm is installed, else a silent stand-in."""
-    if not show:
-        return _NoProgress()
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _NoProgress()
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc)
-
-
 def _data_dirs(target: Path) -> str:
     return f"DATA_DIR = {target.parent.parent}, or any folder passed as --data-dir or HOPQA_DATA_DIR"
 
@@ -104,7 +85,7 @@ def _fetch(url: str, target: Path, timeout: float, name: str, progress: bool = T
                     f"page); download it in a browser and put it in DATA_DIR/{name}/{target.name}"
                 )
             total = int(response.headers.get("Content-Length") or 0) or None
-            bar = _progress(total, target.name, progress)
+            bar = progress_bar(total, target.name, enabled=progress, unit="B", unit_scale=True, unit_divisor=1024)
             try:
                 while chunk := response.read(1 << 20):
                     out.write(chunk)

@@ -14,7 +14,8 @@ run completes, the file is compacted: rewritten with one line per id — the new
 position of the id's first line — and lines that do not parse are dropped. The rewrite goes to
 a temporary file that replaces ``results.jsonl`` atomically (``config.write_atomic``), so a
 kill during compaction leaves the old log or the compact file, never a mix. Anything reading
-a completed run line by line therefore counts every question once.
+a completed run line by line therefore counts every question once. (Reading, repairing,
+appending and compacting are ``hopqa.jsonl``'s, shared with HGOT's bootstrap.)
 
 ``run_dir/config.json`` records what was run; it is written atomically, a resumed run with a
 different configuration is refused rather than mixed, and a damaged one (unreadable, not a JSON
@@ -29,16 +30,16 @@ Settings: ``distractor`` — each question retrieves only from its own candidate
 from __future__ import annotations
 
 import json
-import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hopqa import jsonl
 from hopqa.config import write_atomic
+from hopqa.console import progress_bar
 from hopqa.evaluation.metrics import judge_accuracy, score_answer
 from hopqa.methods.base import Method
 from hopqa.retrieval.base import Retriever
@@ -81,88 +82,23 @@ class RunSummary:
         return {"n": self.n, "done": self.done, "failed": self.failed, "metrics": self.metrics, "cost": self.cost}
 
 
-# -- the results file ---------------------------------------------------------------------------
-@dataclass
-class _Scan:
-    """What one pass over a results file found."""
-
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # by id, newest line wins
-    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> bytes of its newest line
-    lines: int = 0  # lines in the file, a torn last one included
-    good_end: int = 0  # the file up to here is whole lines (a torn or bad last line is cut here)
-
-
-def _scan(data: bytes) -> _Scan:
-    """Parse every line; ids keep the position of their first line and the newest record."""
-    scan = _Scan()
-    pos = 0
-    while pos < len(data):
-        scan.lines += 1
-        nl = data.find(b"\n", pos)
-        if nl == -1:  # a last line without its newline: torn
-            break
-        try:
-            rec = json.loads(data[pos:nl])
-            key = str(rec["id"])
-            scan.records[key] = rec
-            scan.spans[key] = (pos, nl + 1)
-            scan.good_end = nl + 1
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-            if nl + 1 < len(data):  # a bad line in the middle: skip it, keep the rest
-                scan.good_end = nl + 1
-            else:
-                break
-        pos = nl + 1
-    return scan
-
-
+# -- the results file (``hopqa.jsonl``: durable appends, torn last line, atomic compaction) -------
 def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
     """Records by id (the last line of an id wins). With ``repair``, a torn or malformed last
     line (a kill mid-write) is cut off the file."""
-    if not path.is_file():
-        return {}
-    data = path.read_bytes()
-    scan = _scan(data)
-    if repair and scan.good_end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(scan.good_end)
-    return scan.records
+    return jsonl.read(path, key="id", repair=repair)
 
 
 def compact_results(path: Path) -> dict[str, dict[str, Any]]:
     """Rewrite ``path`` atomically with one line per id, the newest, at the position of the id's
     first line (lines that do not parse are dropped); return the records by id. A file that is
     already compact is left untouched. Call it only when no run is appending to the file."""
-    if not path.is_file():
-        return {}
-    data = path.read_bytes()
-    scan = _scan(data)
-    if scan.lines != len(scan.records) or scan.good_end != len(data):
-        write_atomic(path, b"".join(data[start:end] for start, end in scan.spans.values()))
-    return scan.records
-
-
-class ResultWriter:
-    """Appends one JSON line per question, durably, from many threads."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._f = open(path, "a", encoding="utf-8")
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with self._lock:
-            self._f.write(line)
-            self._f.flush()
-            os.fsync(self._f.fileno())
-
-    def close(self) -> None:
-        self._f.close()
+    return jsonl.compact(path, key="id")
 
 
 # -- one question -------------------------------------------------------------------------------
 def _record(example: Example, answer: Answer, setting: str, judge: Any | None, support_k: int | None) -> dict[str, Any]:
+    """The line of one answered question: the answer scored (and judged, with a judge)."""
     metrics = score_answer(answer.answer, example.answers, answer.passages, example.supporting,
                            dataset=example.dataset, support_k=support_k,
                            gold_titles=example.extras.get("supporting_titles") or ())
@@ -174,6 +110,18 @@ def _record(example: Example, answer: Answer, setting: str, judge: Any | None, s
             judge_reply = f"judge failed: {type(exc).__name__}: {exc}"
     elif judge is not None:
         metrics["acc"] = 0.0
+    return _fields(example, answer, setting, metrics, judge_reply)
+
+
+def _failed_record(example: Example, method: str, setting: str, exc: Exception) -> dict[str, Any]:
+    """The line of a question whose scoring itself failed: no answer, no metrics, no trace."""
+    answer = Answer(question=example.question, answer="", method=method, error=f"{type(exc).__name__}: {exc}")
+    return _fields(example, answer, setting, metrics={}, judge_reply=None)
+
+
+def _fields(example: Example, answer: Answer, setting: str, metrics: dict[str, float],
+            judge_reply: str | None) -> dict[str, Any]:
+    """The one place that knows the fields of a line of ``results.jsonl``."""
     return {
         "id": example.id,
         "dataset": example.dataset,
@@ -252,10 +200,11 @@ def _run(method: Method, examples: Sequence[Example], results_path: Path, settin
     previous = read_results(results_path, repair=True)
     todo = [ex for ex in examples
             if ex.id not in previous or (retry_failed and previous[ex.id].get("status") == "failed")]
-    writer = ResultWriter(results_path)
+    writer = jsonl.Appender(results_path)  # one line per question, durably, from many threads
     counts = {"done": 0, "failed": 0}
     cost = Usage()
-    bar = _progress_bar(len(examples), len(examples) - len(todo), method.name, progress)
+    bar = progress_bar(len(examples), method.name, enabled=progress, initial=len(examples) - len(todo), unit="q",
+                       dynamic_ncols=True)
 
     def one(ex: Example) -> dict[str, Any]:
         ans = _answer(method, ex, setting, retriever)
@@ -269,32 +218,19 @@ def _run(method: Method, examples: Sequence[Example], results_path: Path, settin
                 try:
                     rec = fut.result()
                 except Exception as exc:  # scoring itself failed: still recorded
-                    rec = {"id": ex.id, "dataset": ex.dataset, "split": ex.split, "setting": setting,
-                           "method": method.name, "question": ex.question, "gold": ex.answers, "prediction": "",
-                           "status": "failed", "error": f"{type(exc).__name__}: {exc}", "metrics": {},
-                           "usage": Usage().to_dict(), "passages": [], "trace": None}
+                    rec = _failed_record(ex, method.name, setting, exc)
                 writer.write(rec)
                 if on_record is not None:
                     on_record(rec)
                 counts["done"] += 1
                 counts["failed"] += rec["status"] == "failed"
                 cost.add(Usage.from_dict(rec["usage"]))
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(failed=counts["failed"], calls=cost.llm_calls,
-                                    tokens=cost.prompt_tokens + cost.completion_tokens, refresh=False)
+                bar.update(1)
+                bar.set_postfix(failed=counts["failed"], calls=cost.llm_calls,
+                                tokens=cost.prompt_tokens + cost.completion_tokens, refresh=False)
     finally:
         writer.close()
-        if bar is not None:
-            bar.close()
-
-
-def _progress_bar(total: int, initial: int, name: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, desc=name, unit="q", dynamic_ncols=True)
+        bar.close()
 
 
 @contextmanager

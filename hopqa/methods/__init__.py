@@ -1,19 +1,17 @@
-"""Methods, one module each, registered by name (see ``hopqa.methods.base``)."""
+"""Methods, one module each, registered by name (see ``hopqa.methods.base``).
 
-from hopqa.methods import (  # noqa: F401  (registration)
-    cot,
-    direct,
-    gensco,
-    genread,
-    hgot,
-    ircot,
-    iter_retgen,
-    react,
-    retrieve_read,
-    self_ask,
-    self_dc,
-)
+Importing ``hopqa.methods`` imports no method: the registry ``METHODS`` imports a method's
+module when its class is first asked for (``build_method``, ``get_method_class``,
+``METHODS[name]``). ``hopqa.methods.<module>`` still works as an attribute (imported then).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
 from hopqa.methods.base import (
+    BUILTIN_METHODS,
     METHODS,
     Method,
     MethodConfig,
@@ -24,3 +22,12 @@ from hopqa.methods.base import (
 )
 
 __all__ = ["METHODS", "Method", "MethodConfig", "MethodError", "Result", "build_method", "get_method_class"]
+
+_MODULES = frozenset(module.rpartition(".")[2] for module in BUILTIN_METHODS.values())
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``hopqa.methods.hgot`` and the like, imported on first access (PEP 562)."""
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

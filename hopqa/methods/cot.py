@@ -2,17 +2,16 @@
 
 The model reasons step by step and ends with "So the answer is: ...", the answer format
 IRCoT and Self-Ask use; ``extract_answer`` falls back to the last marker or the first line,
-and the trace records which.
+and the trace records which. Direct prompting with another template (``direct.OnePrompt``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopqa.methods.base import Method, MethodConfig, Result, register
-from hopqa.methods.parsing import extract_answer
-from hopqa.runtime import TracedRetriever
-from hopqa.trace import step
+from hopqa.methods.base import MethodConfig, register
+from hopqa.methods.direct import OnePrompt
+from hopqa.trace import Step
 
 #: Zero-shot CoT prompt with an explicit final-answer line.
 COT_PROMPT = (
@@ -29,18 +28,15 @@ class CoTConfig(MethodConfig):
 
 
 @register("cot")
-class CoT(Method):
+class CoT(OnePrompt):
     """Reason step by step, then answer; no retrieval."""
 
     Config = CoTConfig
     config: CoTConfig
+    PROMPT = COT_PROMPT
+    STEP = "reason"
+    REPLY = "rationale"
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        with step("reason", question=question) as s:
-            gen = self.llm.generate(COT_PROMPT.format(question=question), max_tokens=self.config.max_tokens,
-                                    temperature=self.config.temperature)
-            answer, how = extract_answer(gen.text)
-            s.output(rationale=gen.text, answer=answer, parsed_by=how)
-            if not how.startswith("marker"):
-                s.note("no 'So the answer is:' line; answer taken from " + how)
-        return Result(answer=answer, passages=[])
+    def check(self, s: Step, parsed_by: str) -> None:
+        if not parsed_by.startswith("marker"):
+            s.note("no 'So the answer is:' line; answer taken from " + parsed_by)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from hopqa.text import normalize_answer
+
 from hopqa.llm.base import LOGLIKELIHOOD, LLMBase
 from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
 from hopqa.methods.demos import load_demos
@@ -58,6 +58,7 @@ from hopqa.methods.gensco_prompts import (
     ANSWER_PROMPT,
     ANSWER_PROMPT_ZERO_SHOT,
     ANSWER_SHOT,
+    CONTEXT_FORMAT,
     DECOMPOSE_INSTRUCTION,
     DECOMPOSE_PROMPT,
     DECOMPOSE_SHOTS,
@@ -67,6 +68,7 @@ from hopqa.methods.gensco_prompts import (
 from hopqa.methods.parsing import clean_answer, extract_answer
 from hopqa.retrieval.base import Retriever
 from hopqa.runtime import TracedRetriever, traced_llm
+from hopqa.text import normalize_answer, render_passage, render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
 
@@ -127,11 +129,6 @@ def parse_subquestion(text: str) -> str | None:
     return line or None
 
 
-def concat(passages: list[Passage], max_words: int) -> str:
-    """Passages as the prompts show them: ``Title | text``, one per line, each cut to max_words."""
-    return "\n".join(p.render(None, max_words=max_words) for p in passages)
-
-
 class GenSco(Method):
     """Generator decomposes, scorer picks one passage per sub-question (greedy passage sequence)."""
 
@@ -165,14 +162,15 @@ class GenSco(Method):
     def score_passages(self, subquestion: str, selected: list[Passage], candidates: list[Passage]) -> list[float]:
         """Eq. 2 (Table 9): NLL_S(q | P'[:i-1] + [p]) for every candidate p."""
         w = self.config.scorer_passage_words
-        head = concat(selected, w)
-        pairs = [(SCORE_PROMPT.format(context=(head + "\n" if head else "") + concat([p], w)), " " + subquestion)
+        head = render_passages(selected, max_words=w, **CONTEXT_FORMAT)
+        pairs = [(SCORE_PROMPT.format(context=(head + "\n" if head else "") + render_passage(p, max_words=w)),
+                  " " + subquestion)
                  for p in candidates]
         return self._nll(pairs)
 
     def stop_scores(self, question: str, subquestions: list[str], selected: list[Passage]) -> tuple[float, float]:
         """Eq. 1 (Table 8): (NLL of Q with q_1..q_i, NLL of Q with q_1..q_{i-1}), context P'[:i-1]."""
-        context = concat(selected, self.config.scorer_passage_words) or "(none)"
+        context = render_passages(selected, max_words=self.config.scorer_passage_words, **CONTEXT_FORMAT) or "(none)"
         with_q, without_q = (STOP_PROMPT.format(context=context, decomposition=" ".join(qs) or "(none)")
                              for qs in (subquestions, subquestions[:-1]))
         a, b = self._nll([(with_q, " " + question), (without_q, " " + question)])
@@ -181,7 +179,7 @@ class GenSco(Method):
     # -- the generator's two prompts ------------------------------------------------------------------
     def decompose(self, question: str, subquestions: list[str], selected: list[Passage]) -> tuple[str | None, str]:
         """Table 7: the next sub-question (``None`` = end of decomposition) and the raw output."""
-        history = "".join(f"Subquestion {j}: {q}\nSubcontext {j}: {p.render(None, max_words=self.config.max_passage_words)}\n"
+        history = "".join(f"Subquestion {j}: {q}\nSubcontext {j}: {render_passage(p, max_words=self.config.max_passage_words)}\n"
                           for j, (q, p) in enumerate(zip(subquestions, selected), 1))
         prompt = DECOMPOSE_PROMPT.format(instruction=DECOMPOSE_INSTRUCTION, shots=DECOMPOSE_SHOTS, question=question,
                                          history=history, level=len(subquestions) + 1)
@@ -192,11 +190,12 @@ class GenSco(Method):
     def read(self, question: str, passages: list[Passage]) -> tuple[str, str, str]:
         """Table 6: (answer, raw output, how it was parsed)."""
         cfg = self.config
-        context = concat(passages, cfg.max_passage_words) or "(no passage selected)"
+        context = render_passages(passages, max_words=cfg.max_passage_words, **CONTEXT_FORMAT) or "(no passage selected)"
         demos = load_demos(cfg.shots) if cfg.shots > 0 else []
         if demos:
-            shots = "\n\n".join(ANSWER_SHOT.format(question=d.question, context=concat(list(d.passages), cfg.max_passage_words),
-                                                   answer=d.answer) for d in demos)
+            shots = "\n\n".join(ANSWER_SHOT.format(question=d.question, answer=d.answer,
+                                                   context=render_passages(d.passages, max_words=cfg.max_passage_words, **CONTEXT_FORMAT))
+                                  for d in demos)
             prompt = ANSWER_PROMPT.format(instruction=ANSWER_INSTRUCTION, shots=shots, question=question, context=context)
         else:
             prompt = ANSWER_PROMPT_ZERO_SHOT.format(question=question, context=context)

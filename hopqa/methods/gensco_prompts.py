@@ -7,6 +7,10 @@ Scorer prompts end with ``Question:``; the continuation scored is ``" " + questi
 
 from __future__ import annotations
 
+#: The ``Context:`` of Tables 6-9: passages ``Title | text``, unnumbered, one per line
+#: (``hopqa.text.render_passages`` options; each call adds its word cap).
+CONTEXT_FORMAT = {"numbered": False, "separator": "\n"}
+
 #: Table 6: the answer prompt (shots from the training files fill ``{shots}``).
 ANSWER_INSTRUCTION = "Answer the question given the context. Here are a few examples:"
 ANSWER_SHOT = "Question: {question}\nContext: {context}\nAnswer: {answer}"

@@ -57,10 +57,11 @@ from typing import Any
 
 import networkx as nx
 
-from hopqa.text import normalize_answer
+from hopqa.llm.base import GenerationRequest
 from hopqa.methods import hgot_demos
 from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
 from hopqa.methods.hgot_prompts import (
+    CONTEXT_FORMAT,
     FORMALIZE_PROMPT,
     PLAN_DEMOS,
     PLAN_INSTRUCTIONS,
@@ -85,12 +86,11 @@ from hopqa.methods.hgot_quality import (
     update_sigma,
     vote,
 )
-from hopqa.llm.base import GenerationRequest
 from hopqa.methods.parsing import extract_answer
 from hopqa.runtime import TracedRetriever
+from hopqa.text import normalize_answer, render_passage, render_passages
 from hopqa.trace import current_step, step, submit
 from hopqa.types import Passage
-
 
 _ANSWER_LABEL = re.compile(r"(?<![a-z])answer[ \t*]*:", re.IGNORECASE)
 _COMPLETION_STOPS = ["\n\n", "\n---", "\nContext:"]
@@ -410,8 +410,8 @@ class HGOT(Method):
     def predict(self, q: str, context: list[Scored], s: Any) -> Node:
         """Predict with m samples, score thoughts, vote, CI, and update σ (shared by probe and infer)."""
         cfg = self.config
-        texts = [f"{x.passage.title} | {x.passage.text}" if x.passage.title else x.passage.text for x in context]
-        ctx = "\n".join(x.passage.render(i + 1, max_words=cfg.max_passage_words) for i, x in enumerate(context))
+        texts = [render_passage(x.passage) for x in context]  # what the NLI judge reads: whole passages
+        ctx = render_passages([x.passage for x in context], max_words=cfg.max_passage_words, **CONTEXT_FORMAT)
         prompt = PREDICT_PROMPT.format(instructions=PREDICT_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("predict", q)),
                                        context=ctx or "(no passages)", question=q)
         gen = self.llm.generate(prompt, n=cfg.samples, temperature=cfg.temperature if cfg.samples > 1 else 0.0,
@@ -437,7 +437,7 @@ class HGOT(Method):
         else:
             best = max((t for t in thoughts if normalize_answer(t.answer) == normalize_answer(answer)), key=lambda t: t.rho)
             hgot_demos.record("predict", question=q, rationale=best.rationale, answer=best.answer,
-                              context=[x.passage.render(i + 1, max_words=30) for i, x in enumerate(context)])
+                              context=[render_passage(x.passage, i + 1, max_words=30) for i, x in enumerate(context)])
         s.output(samples=[t.to_dict() for t in thoughts], votes=votes, answer=answer, ci=round(ci, 4),
                  passages=[x.passage.id for x in context], sigma_before=before,
                  sigma_after=[round(x.sigma, 4) for x in context], nu_bar=[round(v, 4) for v in nu_bar])
@@ -493,7 +493,7 @@ class HGOT(Method):
     def plan(self, q: str, context: list[Scored]) -> nx.DiGraph:
         cfg = self.config
         with step("plan", query=q) as s:
-            ctx = "\n".join(x.passage.render(i + 1, max_words=40) for i, x in enumerate(context[:3]))
+            ctx = render_passages([x.passage for x in context[:3]], max_words=40, **CONTEXT_FORMAT)
             out = self.llm.generate(PLAN_PROMPT.format(instructions=PLAN_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("plan", q)),
                                                        context=ctx or "(none)", question=q),
                                     max_tokens=200, stop=["\n\n---", "\nContext:", "\nQuestion:"]).text
@@ -524,7 +524,7 @@ class HGOT(Method):
             graph = build_graph(steps, edges)
             if steps:
                 hgot_demos.record("plan", question=q, steps=steps, dependencies=described or ("None" if len(steps) == 1 else ""),
-                                  context=[x.passage.render(i + 1, max_words=30) for i, x in enumerate(context[:3])])
+                                  context=[render_passage(x.passage, i + 1, max_words=30) for i, x in enumerate(context[:3])])
             s.output(raw=out, steps=steps, dependencies=described, formal=formal, edges=[list(e) for e in edges],
                      levels=[sorted(g) for g in nx.topological_generations(graph)])
             return graph

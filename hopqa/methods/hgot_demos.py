@@ -16,9 +16,11 @@ demonstrations) and Rewrite (context, rewrite). Then the filters of Appendix D:
   length (in words) is an upper IQR outlier over all candidate plans' steps (longer than
   Q3 + 1.5·IQR) is dropped: such steps tend to restate the whole question.
 
-Runs are recorded example by example in a JSON-lines file in the demo cache, keyed by the
-LLM, the training split and the HGOT settings that shape the outputs, so an interrupted
-bootstrap resumes where it stopped and a finished one is never run again. The filters are
+Runs are recorded example by example in a JSON-lines file in the demo cache (``hopqa.jsonl``,
+the evaluation runner's format: durable appends; a torn last line, from a kill, stays on a line
+of its own that is skipped),
+keyed by the LLM, the training split and the HGOT settings that shape the outputs, so an
+interrupted bootstrap resumes where it stopped and a finished one is never run again. The filters are
 applied when the file is read (cheap), so they can change without re-running the model.
 
 Which retriever: a training example's own paragraphs (``CandidatePool``, the distractor
@@ -46,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from hopqa import jsonl
+from hopqa.console import progress_bar
 from hopqa.text import exact_match, normalize_answer
 
 #: Appendix D: a run of citation marks.
@@ -245,37 +249,27 @@ def cache_key(**parts: Any) -> str:
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:
-    """Recorded runs of a bootstrap file (a torn last line, from a kill, is skipped)."""
-    runs = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                runs.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return runs
+    """Recorded runs of a bootstrap file, one per example (``hopqa.jsonl``: a line that does not
+    parse, such as a torn one from a kill, is skipped; the newest line of an example wins)."""
+    return list(jsonl.read(path, key="id").values())
 
 
 def bootstrap(examples: Sequence[Any], run: Callable[[Any], tuple[str, list[dict[str, Any]], str | None]],
               path: Path, *, progress: bool = True) -> DemoSet:
     """Run ``run(example) -> (prediction, records, error)`` on every example not yet in ``path``
-    (appending one JSON line per example as it finishes), then build the demonstration set."""
+    (appending one JSON line per example as it finishes, durably), then build the demonstration set."""
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {r.get("id") for r in read_runs(path)}
     todo = [ex for ex in examples if ex.id not in done]
     if todo:
-        from tqdm import tqdm
-
-        with path.open("a", encoding="utf-8") as f:
-            if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-                f.write("\n")  # a torn last line (killed mid-write) stays on its own line
-            for ex in tqdm(todo, desc="HGOT demonstrations (bootstrapping)", unit="example", disable=not progress):
+        with jsonl.Appender(path, default=None) as out:
+            for ex in progress_bar(desc="HGOT demonstrations (bootstrapping)", enabled=progress, iterable=todo,
+                                   unit="example"):
                 prediction, records, error = run(ex)
                 matched = bool(prediction) and exact_match(prediction, ex.answers) == 1.0
-                f.write(json.dumps({"id": ex.id, "question": ex.question, "answers": list(ex.answers),
-                                    "prediction": prediction, "matched": matched, "error": error,
-                                    "records": records if matched else []}, ensure_ascii=False) + "\n")
-                f.flush()
+                out.write({"id": ex.id, "question": ex.question, "answers": list(ex.answers),
+                           "prediction": prediction, "matched": matched, "error": error,
+                           "records": records if matched else []})
     wanted = {ex.id for ex in examples}
     return build_demo_set(r for r in read_runs(path) if r.get("id") in wanted)
 

@@ -7,6 +7,11 @@ see the HGOT module docstring.
 
 from __future__ import annotations
 
+#: The ``Context:`` of Plan (C.1) and Predict (C.5) as the demonstrations show it: passages
+#: numbered for citation, one per line, ``[1] Title | text`` (``hopqa.text.render_passages``
+#: options; each call adds its word cap).
+CONTEXT_FORMAT = {"numbered": True, "separator": "\n"}
+
 #: C.1 Plan.
 PLAN_INSTRUCTIONS = (
     "Sketch a plan to answer the following question with the provided context. List only the essential "

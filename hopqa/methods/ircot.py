@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from hopqa.methods.base import Method, MethodConfig, Result, register
 from hopqa.methods.demos import chain_of_thought as demo_cot
 from hopqa.methods.demos import load_demos
-from hopqa.methods.parsing import extract_answer, first_sentence, render_passages
-from hopqa.methods.retrieve_read import READ_PROMPT
+from hopqa.methods.parsing import extract_answer, first_sentence
+from hopqa.methods.retrieve_read import Reader
 from hopqa.runtime import TracedRetriever
+from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
 
@@ -33,6 +34,15 @@ REASON_PROMPT = (
     "time, and end with \"So the answer is:\" followed by a short answer.\n\n{demos}\n\n"
     "{passages}\n\nQ: {question}\nA:{cot}"
 )
+#: Prompt of the "direct" reader over all collected paragraphs (IRCoT's reader step; METHODS.md
+#: gives no prompt for it, so this is hopqa's wording, owned by IRCoT: it started as a copy of
+#: Retrieve-then-Read's and no longer changes with it).
+READ_PROMPT = (
+    "Answer the question using the passages below. Reply with a short answer of a few words, "
+    "without explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
+)
+#: The direct reader (greedy, a short answer).
+READER = Reader(READ_PROMPT, max_tokens=32)
 
 
 @dataclass
@@ -91,9 +101,8 @@ class IRCoT(Method):
             if cfg.reader == "cot" and cot and "answer is" in cot[-1].lower():
                 answer, how = extract_answer(cot[-1])
             else:
-                prompt = READ_PROMPT.format(passages=render_passages(passages, total_words=cfg.total_passage_words),
-                                            question=question)
-                answer, how = extract_answer(self.llm.generate(prompt, max_tokens=32, stop=["\n\n"]).text)
+                reading = READER.read(self.llm, question, render_passages(passages, total_words=cfg.total_passage_words))
+                answer, how = reading.answer, reading.parsed_by
             s.output(chain_of_thought=" ".join(cot), answer=answer, parsed_by=how)
         return Result(answer=answer, passages=passages)
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from hopqa.methods.base import Method, MethodConfig, Result, register
 from hopqa.methods.demos import chain_of_thought, load_demos
-from hopqa.methods.parsing import extract_answer, render_passages
+from hopqa.methods.parsing import extract_answer
 from hopqa.runtime import TracedRetriever
+from hopqa.text import render_passages
 from hopqa.trace import step
 
 #: Generation prompt of each iteration.

@@ -142,18 +142,6 @@ def first_line_after(text: str, pos: int) -> str:
     return m.group(1) if m else ""
 
 
-def render_passages(passages: list, max_words: int | None = None, total_words: int | None = None) -> str:
-    """Passages numbered ``[1] Title | text`` one per paragraph.
-
-    ``max_words`` cuts each passage; ``total_words`` additionally shrinks the per-passage cut so
-    that all passages together stay within that many words (a small model's context is short).
-    """
-    if total_words is not None and passages:
-        share = max(20, total_words // len(passages))
-        max_words = min(max_words, share) if max_words is not None else share
-    return "\n\n".join(p.render(i + 1, max_words=max_words) for i, p in enumerate(passages))
-
-
 def first_sentence(text: str) -> str:
     """The first sentence of a generation (IRCoT keeps one new reasoning sentence per step)."""
     text = " ".join(text.strip().split())

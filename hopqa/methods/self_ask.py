@@ -18,14 +18,10 @@ from dataclasses import dataclass
 
 from hopqa.methods.base import Method, MethodConfig, Result, register
 from hopqa.methods.demos import Demo, load_demos
-from hopqa.methods.parsing import (
-    clean_answer,
-    extract_answer,
-    first_line_after,
-    render_passages,
-)
-from hopqa.methods.retrieve_read import READ_PROMPT
+from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after
+from hopqa.methods.retrieve_read import Reader
 from hopqa.runtime import TracedRetriever
+from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
 
@@ -36,6 +32,15 @@ SELF_ASK_PROMPT = (
     "{demos}\n\nQuestion: {question}\nAre follow up questions needed here:{transcript}"
 )
 FINAL_PROMPT = "{transcript_prompt}\nSo the final answer is:"
+#: The "search engine" of the retrieval variant: the top-k passages read for a follow-up (the
+#: paper answers follow-ups with a search engine's answer box, so it has no reader prompt;
+#: hopqa's wording, owned by Self-Ask: it started as a copy of Retrieve-then-Read's).
+INTERMEDIATE_PROMPT = (
+    "Answer the question using the passages below. Reply with a short answer of a few words, "
+    "without explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
+)
+#: The reader of follow-ups (greedy, a short answer).
+INTERMEDIATE_READER = Reader(INTERMEDIATE_PROMPT, max_tokens=32)
 
 #: The "Follow up:" label (its question is read by ``parse_follow_up``).
 _FOLLOW = re.compile(r"follow[ -]?up\s*:", re.IGNORECASE)
@@ -143,9 +148,7 @@ class SelfAsk(Method):
         """Retrieve for the follow-up and let the LLM read the passages (the 'search engine')."""
         with step("intermediate_answer", question=sub_question) as s:
             passages = retriever.search(sub_question, self.config.k)
-            prompt = READ_PROMPT.format(passages=render_passages(passages, self.config.max_passage_words),
-                                        question=sub_question)
-            out = self.llm.generate(prompt, max_tokens=32, stop=["\n\n"]).text
-            answer, how = extract_answer(out)
-            s.output(answer=answer, parsed_by=how, passages=[p.id for p in passages])
-            return answer or "unknown", passages
+            reading = INTERMEDIATE_READER.read(self.llm, sub_question,
+                                               render_passages(passages, max_words=self.config.max_passage_words))
+            s.output(answer=reading.answer, parsed_by=reading.parsed_by, passages=[p.id for p in passages])
+            return reading.answer or "unknown", passages

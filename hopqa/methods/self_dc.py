@@ -33,6 +33,14 @@ Defaults are the paper's: α = 0.4 (verb) / 0.6 (prob) when ``alpha`` is unset, 
 (``retrieval_calls``), so the evaluation reports retrievals per question, the paper's
 efficiency claim. The trace is the recursion tree: one ``self-dc`` step per (sub-)question
 with its confidence, route and answer, sub-questions nested under their parent.
+
+The two leaves reuse GenRead as objects, the way FlashRAG's ``ConditionalPipeline`` reuses its
+sequential pipelines: ``generator`` (``genread.DocumentGenerator``) writes the background
+document and ``reader`` (``genread.GenReadReader``) reads in both routes, since the paper reads
+retrieved and generated passages with the one prompt (Table 21, = Tables 16 and 17). The
+retrieve route shows the top-k passages as one run-on ``Passage:`` (``hopqa.text.render_passages``
+unnumbered, space-separated). Self-DC passes its own sampling settings (temperature, top_p,
+token limits); changing GenRead's templates changes Self-DC on purpose.
 """
 
 from __future__ import annotations
@@ -42,14 +50,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from hopqa.text import normalize_answer
 from hopqa.llm.base import LOGPROBS, Generation, LLMBase
 from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
-from hopqa.methods.genread import GENERATE_PROMPT
-from hopqa.methods.genread import READ_PROMPT as PASSAGE_READ_PROMPT
+from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
 from hopqa.retrieval.base import Retriever
 from hopqa.runtime import TracedRetriever
+from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step, submit
 from hopqa.types import Passage
 
@@ -79,9 +86,6 @@ COMBINE_PROMPT = (
     "According to answers of all related sub-quesions of the original question, please generate the final answer "
     "of the original question using a few words.\nAnswer:"
 )
-#: Table 21's retrieve-then-read and generate-then-read reading prompt (the same as GenRead's Table 17).
-READ_PROMPT = PASSAGE_READ_PROMPT
-
 ROUTES = ("retrieve-then-read", "generate-then-read", "decompose")
 
 
@@ -268,21 +272,34 @@ class SelfDC(Method):
             s.output(raw=raw, subquestions=subs)
             return subs
 
+    @property
+    def reader(self) -> GenReadReader:
+        """Table 21's reader of both routes: GenRead's (Table 17 step 2, also the paper's
+        Retrieve-then-read prompt, Table 16), with Self-DC's sampling settings."""
+        cfg = self.config
+        return GenReadReader(max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+
+    @property
+    def generator(self) -> DocumentGenerator:
+        """Table 21's generate step: GenRead's background document, one, with Self-DC's sampling."""
+        cfg = self.config
+        return DocumentGenerator(max_tokens=cfg.document_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+
     def read(self, q: str, passage: str) -> str:
-        out = self._gen(READ_PROMPT.format(passages=passage, question=q), stop=["\n\n"]).text
-        return extract_answer("The answer is " + out.lstrip())[0]
+        return self.reader.read(self.llm, q, passage).answer
 
     def retrieve_then_read(self, q: str, retriever: TracedRetriever) -> tuple[str, list[Passage]]:
         with step("retrieve-then-read", question=q) as s:
             passages = retriever.search(q, self.config.k)
-            text = " ".join(p.render(None, max_words=self.config.max_passage_words) for p in passages)
+            # Table 21 has one ``Passage:``: the top-k passages run on in it, unnumbered
+            text = render_passages(passages, numbered=False, max_words=self.config.max_passage_words, separator=" ")
             answer = self.read(q, text or "(no passage found)")
             s.output(passages=[p.id for p in passages], answer=answer)
             return answer, passages
 
     def generate_then_read(self, q: str) -> tuple[str, list[Passage]]:
         with step("generate-then-read", question=q) as s:
-            doc = self._gen(GENERATE_PROMPT.format(question=q), max_tokens=self.config.document_tokens).text.strip()
+            doc = next(iter(self.generator.generate(self.llm, q)), "")
             answer = self.read(q, doc or "(no document)")
             s.output(document=doc, answer=answer)
             return answer, []

@@ -39,6 +39,11 @@ scoring only reads the index arrays, and both its numpy path and its serial numb
 (``n_threads`` 0 or 1, ``nogil``) are safe to run concurrently, so they run without a lock;
 a batch with ``n_threads > 1`` on the numba backend launches a parallel numba kernel and
 changes numba's thread count, which is not safe concurrently, so those calls hold a lock.
+
+Imports: bm25s (with scipy and numba, ~0.6 s) is imported when an index is built or loaded,
+not with this module, so ``tokenize`` (shared with the per-question ``CandidatePool``, which
+scores small pools without bm25s) costs nothing more than PyStemmer. ``STOPWORDS_EN`` is a copy
+of bm25s's English list (tests/test_pool.py checks it is the same).
 """
 
 from __future__ import annotations
@@ -54,16 +59,17 @@ import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
 
 from hopqa.config import VERSION, write_atomic
 from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, file_stat, read_corpus
 from hopqa.retrieval.base import RetrieverBase
 from hopqa.types import Passage
+
+if TYPE_CHECKING:
+    import bm25s
 
 FORMAT = 1
 NUMBA_MIN_DOCS = 200_000
@@ -74,6 +80,10 @@ PASSAGE_FILES = ("passages.jsonl", "passages.offsets.npy")
 BM25S_PATTERNS = ("*.index.npy", "*.index.json")
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _split = re.compile(TOKEN_PATTERN).findall
+#: bm25s's ``bm25s.stopwords.STOPWORDS_EN`` (0.3.x), copied so tokenizing does not import bm25s.
+STOPWORDS_EN = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+                "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+                "they", "this", "to", "was", "will", "with")
 _STOPWORDS = frozenset(STOPWORDS_EN)
 _local = threading.local()
 _parallel_lock = threading.Lock()
@@ -200,6 +210,8 @@ class BM25Retriever(RetrieverBase):
             ids.append([vocab.setdefault(t, len(vocab)) for t in tokenize(f"{p.title} {p.text}")])
         if not vocab:
             raise NothingToIndexError("no passage has an indexable word (all empty or stopwords)")
+        import bm25s
+
         chosen = choose_backend(backend, len(plist))
         model = bm25s.BM25(k1=k1, b=b, backend=chosen)
         model.index((ids, vocab), create_empty_token=False, show_progress=progress)
@@ -257,6 +269,8 @@ class BM25Retriever(RetrieverBase):
             raise BM25IndexError(f"the BM25 index in {d} has format {meta.get('format')}, this hopqa reads "
                                  f"{FORMAT}: rebuild it with: {rebuild_command(d, corpus)}")
         verify_files(d, meta)
+        import bm25s
+
         try:
             num_docs = int(meta["num_docs"])
             chosen = choose_backend(backend, num_docs)

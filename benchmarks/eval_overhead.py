@@ -1,0 +1,154 @@
+"""What ``hopqa eval`` costs besides the LLM: start-up, per-call overhead, parallel speed-up and
+the cached re-run, against a fake OpenAI-compatible server that answers every request after a
+fixed delay (no model, no network).
+
+    .venv/bin/python benchmarks/eval_overhead.py [--delay 0.2] [--limit 64] [--workers 1,8]
+        [--methods retrieve-then-read,self-ask] [--dataset hotpotqa]
+
+For each method and worker count, ``hopqa eval`` runs as a subprocess on the first ``--limit``
+shipped dev questions (distractor setting) twice with the same ``--home``: a first run, whose
+every LLM call reaches the server, then a re-run into a new ``--out`` that the LLM response
+cache answers. Printed per row:
+
+- ``wall s``: the subprocess's wall time, first run and cached re-run (``cached %`` of first);
+- ``start s``: process start to the server's first request (imports, data, method set-up);
+- ``calls``: requests the server answered;
+- ``end s``: the last reply to the process's exit (summary, results, report table, shutdown);
+- ``overhead ms/call`` (one worker only, where calls are sequential): the time between two
+  consecutive requests minus the server's delay, i.e. hopqa's own work per call (prompting,
+  retrieval, parsing, trace, cache, results file);
+- ``speed-up``: first-run wall time at the first worker count over this row's; ``after start``
+  the same for the time from the first request to the end (start-up left out: it does not
+  shrink with workers).
+
+The server is ``tests/fault_server.py``'s ``FaultServer`` (imported by path) with no faults.
+Figures depend on the machine and on its load: run nothing else meanwhile and quote the load
+average (printed with the machine). ``PYTHONPATH`` chooses the hopqa that runs (e.g. a
+``git worktree`` of an older commit, to compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_fault_server() -> Any:
+    """``tests/fault_server.py`` as a module (the tests are not a package)."""
+    spec = importlib.util.spec_from_file_location("fault_server", ROOT / "tests" / "fault_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed_server(fault_server: Any, delay: float) -> Any:
+    """A healthy ``FaultServer`` with a fixed delay that notes when each request arrived."""
+
+    class TimedServer(fault_server.FaultServer):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__(faults={}, delay=delay)
+            self.arrivals: list[float] = []
+
+        def record(self, path: str, body: dict[str, Any], headers: Any, kind: str) -> None:
+            with self._lock:
+                self.arrivals.append(time.perf_counter())
+            super().record(path, body, headers, kind)
+
+        def reset(self) -> None:
+            with self._lock:
+                self.arrivals.clear()
+                self.requests.clear()
+
+    return TimedServer()
+
+
+def clean_env() -> dict[str, str]:
+    drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HOPQA_HOME", "HOPQA_LLM", "HOPQA_JUDGE", "HOPQA_DATA_DIR")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def run_eval(server: Any, method: str, workers: int, home: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One ``hopqa eval`` subprocess; its wall time and what the server saw."""
+    server.reset()
+    cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", args.dataset, "--split", "dev",
+           "--setting", "distractor", "--method", method, "--limit", str(args.limit),
+           "--llm", f"openai:fake@{server.url}?timeout=30", "--workers", str(workers),
+           "--home", str(home), "--out", str(out), "--no-progress"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), check=False, timeout=1800,
+                          cwd=out.parent)  # not the checkout: PYTHONPATH (or the installed hopqa) decides
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"hopqa eval failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    arrivals = sorted(server.arrivals)
+    start = arrivals[0] - t0 if arrivals else None
+    overhead = None
+    if workers == 1 and len(arrivals) > 1:
+        overhead = (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) - args.delay
+    end = wall - (arrivals[-1] - t0) - args.delay if arrivals else None
+    return {"wall": wall, "start": start, "end": end, "calls": len(arrivals), "overhead": overhead}
+
+
+def machine() -> str:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--delay", type=float, default=0.2, help="seconds the server waits before each reply")
+    ap.add_argument("--limit", type=int, default=64, help="questions per run")
+    ap.add_argument("--workers", default="1,8", help="worker counts, comma-separated (the first is the baseline)")
+    ap.add_argument("--methods", default="retrieve-then-read,self-ask")
+    ap.add_argument("--dataset", default="hotpotqa")
+    args = ap.parse_args()
+    workers = [int(w) for w in args.workers.split(",") if w]
+    methods = [m for m in args.methods.split(",") if m]
+    fault_server = load_fault_server()
+    server = timed_server(fault_server, args.delay)
+    print(f"# hopqa eval overhead: {args.dataset} dev, {args.limit} questions, distractor setting, "
+          f"server delay {args.delay * 1000:.0f} ms")
+    print(f"# machine: {machine()}")
+    where = subprocess.run([sys.executable, "-c", "import hopqa; print(hopqa.__file__)"], capture_output=True,
+                           text=True, env=clean_env(), cwd=tempfile.gettempdir(), check=False).stdout.strip()
+    print(f"# hopqa from: {Path(where).parent if where else '?'}\n")
+    print("| method | workers | calls | first run s | start s | end s | overhead ms/call | speed-up | after start "
+          "| cached re-run s | cached % of first |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        with tempfile.TemporaryDirectory(prefix="hopqa-overhead-") as tmp:
+            for method in methods:
+                base_wall = base_run = None
+                for w in workers:
+                    home = Path(tmp) / f"home-{method}-{w}"
+                    first = run_eval(server, method, w, home, Path(tmp) / f"out-{method}-{w}-first", args)
+                    cached = run_eval(server, method, w, home, Path(tmp) / f"out-{method}-{w}-cached", args)
+                    run = first["wall"] - (first["start"] or 0.0)
+                    base_wall, base_run = base_wall or first["wall"], base_run or run
+                    start = f"{first['start']:.2f}" if first["start"] is not None else "-"
+                    overhead = f"{first['overhead'] * 1000:.1f}" if first["overhead"] is not None else "-"
+                    end = f"{first['end']:.2f}" if first["end"] is not None else "-"
+                    print(f"| {method} | {w} | {first['calls']} | {first['wall']:.2f} | {start} | {end} | {overhead} "
+                          f"| {base_wall / first['wall']:.2f}x | {base_run / run:.2f}x | {cached['wall']:.2f} "
+                          f"| {100 * cached['wall'] / first['wall']:.1f}% |", flush=True)
+                    if cached["calls"]:
+                        print(f"#   note: the cached re-run still sent {cached['calls']} requests", flush=True)
+    finally:
+        server.close()
+    print(f"\n# load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""hopqa.jsonl: the resumable JSON-lines file of the evaluation runner and HGOT's bootstrap."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from hopqa import jsonl
+
+
+def _line(rec: dict) -> str:
+    return json.dumps(rec) + "\n"
+
+
+def test_read_newest_wins_at_first_position_and_skips_bad_middle_lines(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text(_line({"id": "a", "v": 1}) + "oops\n" + _line({"v": "no id"}) + _line({"id": "b", "v": 1})
+                    + _line({"id": "a", "v": 2}))
+    assert list(jsonl.read(path).items()) == [("a", {"id": "a", "v": 2}), ("b", {"id": "b", "v": 1})]
+    assert jsonl.read(tmp_path / "missing.jsonl") == {}
+
+
+def test_torn_last_line_is_not_read_and_repair_cuts_it(tmp_path):
+    path = tmp_path / "f.jsonl"
+    whole = _line({"id": "a"})
+    for torn in ['{"id": "b", "to', '{"id": "b"}', "not json\n"]:  # cut mid-line, before its newline, garbage
+        path.write_text(whole + torn)
+        assert set(jsonl.read(path)) == {"a"} and path.read_text() == whole + torn  # reading alone changes nothing
+        assert set(jsonl.read(path, repair=True)) == {"a"} and path.read_text() == whole
+
+
+def test_keys_are_text_and_any_field_can_be_the_key(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text(_line({"id": 7, "name": "x"}))
+    assert jsonl.read(path) == {"7": {"id": 7, "name": "x"}}
+    assert jsonl.read(path, key="name") == {"x": {"id": 7, "name": "x"}}
+
+
+def test_compact_is_atomic_and_idempotent(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text(_line({"id": "a", "v": 1}) + _line({"id": "b"}) + _line({"id": "a", "v": 2}) + '{"id": "c"')
+    assert jsonl.compact(path) == {"a": {"id": "a", "v": 2}, "b": {"id": "b"}}
+    assert path.read_text() == _line({"id": "a", "v": 2}) + _line({"id": "b"})
+    inode = path.stat().st_ino
+    jsonl.compact(path)
+    assert path.stat().st_ino == inode and [p.name for p in tmp_path.iterdir()] == ["f.jsonl"]
+
+
+def test_appender_writes_whole_lines_from_many_threads(tmp_path):
+    path = tmp_path / "f.jsonl"
+    with jsonl.Appender(path) as out:
+        threads = [threading.Thread(target=lambda i=i: [out.write({"id": f"{i}-{j}", "x": "é" * 50})
+                                                         for j in range(50)]) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 200 and len(jsonl.read(path)) == 200 and "é" in lines[0]  # ensure_ascii=False
+
+
+def test_appender_starts_on_a_fresh_line_after_a_torn_one(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text(_line({"id": "a"}) + '{"id": "b", "to')
+    with jsonl.Appender(path) as out:
+        out.write({"id": "c"})
+    assert path.read_text() == _line({"id": "a"}) + '{"id": "b", "to\n' + _line({"id": "c"})
+    assert set(jsonl.read(path)) == {"a", "c"}
+    with jsonl.Appender(path) as out:  # a whole file gets no blank line
+        out.write({"id": "d"})
+    assert path.read_text().endswith(_line({"id": "c"}) + _line({"id": "d"}))
+
+
+def test_appender_default(tmp_path):
+    path = tmp_path / "f.jsonl"
+    with jsonl.Appender(path) as out:
+        out.write({"id": "a", "p": tmp_path})  # str by default
+    assert jsonl.read(path)["a"]["p"] == str(tmp_path)
+    with jsonl.Appender(path, default=None) as out, pytest.raises(TypeError):
+        out.write({"id": "b", "p": tmp_path})
