@@ -323,3 +323,33 @@ def test_bad_settings_are_errors_not_clamped():
         OpenAIConfig(model="m", retries=-3)
     with pytest.raises(LLMSpecError):
         OpenAIConfig(model="m", timeout=0)
+
+
+def test_sdk_is_imported_on_the_first_request_only(fault_server, tmp_path):
+    """A run answered from the response cache never imports the OpenAI SDK (~0.3-0.8 s)."""
+    import subprocess
+    import sys
+
+    s = fault_server(reply=lambda prompt: "Paris")
+    code = (
+        "import sys\n"
+        "from hopqa.llm import load_llm\n"
+        f"llm = load_llm({'openai:m@' + s.url!r}, home={str(tmp_path)!r})\n"
+        "before = 'openai' in sys.modules\n"
+        "text = llm.generate('Question: capital of France').text\n"
+        "print(before, 'openai' in sys.modules, text)\n"
+        "llm.close()\n"
+        f"llm = load_llm({'openai:m@' + s.url!r}, home={str(tmp_path)!r})\n"
+        "print(llm.generate('Question: capital of France').text, 'openai' in sys.modules)\n"
+    )
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[0] == "False True Paris"  # built without the SDK; the request imported it
+    assert len(s.requests) == 1  # the second answer came from the cache
+    again = subprocess.run([sys.executable, "-c", code.split("llm.close()\n")[1].replace(
+        "llm = load_llm", "import sys\nfrom hopqa.llm import load_llm\nllm = load_llm", 1)],
+        capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "Paris False"  # a cached answer in a new process: no SDK
+    assert len(s.requests) == 1

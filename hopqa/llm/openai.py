@@ -34,6 +34,7 @@ import json
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -175,8 +176,6 @@ class OpenAICompatibleLLM(LLMBase):
     """A model behind an OpenAI-compatible HTTP API, with retries and bounded concurrency."""
 
     def __init__(self, config: OpenAIConfig) -> None:
-        import openai
-
         self.config = config
         # Credentials in the URL stay out of the name, the cache key and everything recorded.
         self.name = f"openai:{config.model}" + (f"@{redact_credentials(config.base_url)}" if config.base_url else "")
@@ -191,13 +190,33 @@ class OpenAICompatibleLLM(LLMBase):
             caps.add(LOGLIKELIHOOD)
         self.capabilities = frozenset(caps)
         super().__init__()
-        self._openai = openai
-        self._client = openai.OpenAI(
-            base_url=config.base_url,
-            api_key=config.api_key or "EMPTY",
-            timeout=config.timeout,
-            max_retries=0,  # hopqa retries itself, with a clear error at the end
-        )
+        # The OpenAI SDK (~0.3-0.8 s to import) and its client are made on the first request,
+        # so a run answered entirely from the response cache never pays for them.
+        self._client_lock = threading.Lock()
+        self._made: tuple[Any, Any] | None = None  # (the openai module, its client)
+
+    def _sdk(self) -> tuple[Any, Any]:
+        """``(openai module, client)``, created once, on first use (thread-safe)."""
+        with self._client_lock:
+            if self._made is None:
+                import openai
+
+                client = openai.OpenAI(
+                    base_url=self.config.base_url,
+                    api_key=self.config.api_key or "EMPTY",
+                    timeout=self.config.timeout,
+                    max_retries=0,  # hopqa retries itself, with a clear error at the end
+                )
+                self._made = (openai, client)
+            return self._made
+
+    @property
+    def _openai(self) -> Any:
+        return self._sdk()[0]
+
+    @property
+    def _client(self) -> Any:
+        return self._sdk()[1]
 
     def identity(self) -> dict[str, Any]:
         url = redact_credentials(self.config.base_url) if self.config.base_url else None
@@ -354,7 +373,10 @@ class OpenAICompatibleLLM(LLMBase):
         )
 
     def close(self) -> None:
-        self._client.close()
+        with self._client_lock:
+            made, self._made = self._made, None
+        if made is not None:
+            made[1].close()
 
 
 def _check_choices(resp: Any) -> None:
