@@ -30,6 +30,11 @@ TEST_LLM = "embedded:smollm2-135m"
 MAX_QUESTION_CHARS = 4000
 
 
+#: The words an on/off option accepts (``--set``, ``embedded:...?logits_all=1``, ``openai:...?logprobs=0``),
+#: compared lower-case: the one list every option parser uses.
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
 #: The environment variable naming a benchmark data directory (read only by ``data_dir_from_env``).
 DATA_DIR_ENV = "HOPQA_DATA_DIR"
 

@@ -68,7 +68,7 @@ def json_safe(text: str) -> str:
 
 def clip(text: Any, width: int) -> str:
     """One line of at most ``width`` characters (whitespace collapsed)."""
-    line = " ".join(safe(text).split())
+    line = one_line(text)
     return line if len(line) <= width else line[: max(0, width - 3)].rstrip() + "..."
 
 

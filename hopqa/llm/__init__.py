@@ -103,6 +103,7 @@ def parse_embedded(rest: str, **overrides: object) -> tuple[str, EmbeddedConfig]
     from difflib import get_close_matches
     from urllib.parse import parse_qsl
 
+    from hopqa.config import FALSE_WORDS, TRUE_WORDS
     from hopqa.llm.llamacpp import EmbeddedConfig
 
     model, _, query = rest.partition("?")
@@ -116,9 +117,9 @@ def parse_embedded(rest: str, **overrides: object) -> tuple[str, EmbeddedConfig]
                                "(as in embedded:NAME?n_ctx=4096&n_threads=2)")
         text = str(value).strip().lower()
         if "bool" in str(types[key]):
-            if text not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            if text not in TRUE_WORDS + FALSE_WORDS:
                 raise LLMSpecError(f"bad value {str(value)!r} for the embedded option {key!r}: use {key}=1 or {key}=0")
-            setattr(cfg, key, text in ("1", "true", "yes", "on"))
+            setattr(cfg, key, text in TRUE_WORDS)
         else:
             try:
                 setattr(cfg, key, int(text))

@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus
 
-from hopqa.config import redact_credentials
+from hopqa.config import FALSE_WORDS, TRUE_WORDS, redact_credentials
 from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
@@ -67,8 +67,6 @@ OPTION_FORMS = {
     "loglikelihood": "loglikelihood=echo|0",
 }
 SPEC_FORM = "openai:MODEL@http://host:port/v1[?option=value&...]"
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 
 
 @dataclass
@@ -150,13 +148,13 @@ def _set_option(cfg: OpenAIConfig, key: str, value: str) -> None:
                 raise ValueError(value)
             cfg.native_n = value == "native"
         elif key == "logprobs":
-            if value.lower() not in _TRUE + _FALSE:
+            if value.lower() not in TRUE_WORDS + FALSE_WORDS:
                 raise ValueError(value)
-            cfg.logprobs = value.lower() in _TRUE
+            cfg.logprobs = value.lower() in TRUE_WORDS
         elif key == "loglikelihood":
-            if value.lower() not in ("echo",) + _TRUE + _FALSE:
+            if value.lower() not in ("echo",) + TRUE_WORDS + FALSE_WORDS:
                 raise ValueError(value)
-            cfg.loglikelihood = value.lower() not in _FALSE
+            cfg.loglikelihood = value.lower() not in FALSE_WORDS
         cfg.check()
     except ValueError:  # LLMSpecError too: name the value as the user wrote it
         raise _bad_option(key, value) from None

@@ -37,7 +37,7 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, ClassVar
 
-from hopqa.config import MAX_QUESTION_CHARS
+from hopqa.config import FALSE_WORDS, MAX_QUESTION_CHARS, TRUE_WORDS
 from hopqa.llm.base import LLMBase
 from hopqa.retrieval.base import Retriever
 from hopqa.runtime import TracedRetriever, accounting, traced_llm, traced_retriever
@@ -90,8 +90,6 @@ OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
 }
 #: The range of an ``int`` field found neither in its metadata nor in ``OPTION_RANGES``.
 DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, None)
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _field_kind(annotation: Any) -> tuple[type | None, bool]:
@@ -155,9 +153,9 @@ def parse_option(config_cls: type[MethodConfig], name: str, text: str) -> Any:
     if optional and word.lower() in ("", "none", "null"):
         value = None
     elif kind is bool:
-        if word.lower() not in _TRUE + _FALSE:
+        if word.lower() not in TRUE_WORDS + FALSE_WORDS:
             raise MethodError(f"option {name} must be true or false, not {text!r}")
-        value = word.lower() in _TRUE
+        value = word.lower() in TRUE_WORDS
     elif kind in (int, float):
         try:
             value = kind(word)
