@@ -32,20 +32,11 @@ def pipeline(
     """A ready method: ``llm`` is a spec string or an LLM object (default: the embedded Qwen);
     the retriever is ``retriever``, else a BM25 index (``index``), else an index built over
     ``corpus``, else the demo corpus. ``options`` set fields of the method's config."""
-    from hopqa.config import default_home, default_llm
-    from hopqa.llm import LLMBase, load_llm
-    from hopqa.methods import build_method, get_method_class
+    from hopqa.build import build_method, corpus_retriever, load_model, takes
+    from hopqa.config import default_llm
+    from hopqa.llm import LLMBase
 
-    home_dir = default_home(home)
-    model = llm if isinstance(llm, LLMBase) else load_llm(default_llm(llm), home=home_dir, cache=cache)
-    if retriever is None and get_method_class(method).needs_retriever:
-        from hopqa.demo import demo_retriever, index_dir_for
-        from hopqa.retrieval.bm25 import BM25Retriever, load_or_build
-
-        if index is not None:
-            retriever = BM25Retriever.load(Path(index))
-        elif corpus is not None:
-            retriever = load_or_build(Path(corpus), index_dir_for(Path(corpus), home_dir))
-        else:
-            retriever = demo_retriever(home=home_dir)
-    return build_method(method, model, retriever, **options)
+    model = llm if isinstance(llm, LLMBase) else load_model(default_llm(llm), home=home, cache=cache)
+    if retriever is None and takes(method, "retriever"):
+        retriever = corpus_retriever(index=index, corpus=corpus, home=home)
+    return build_method(method, model, retriever, home=home, **options)

@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hopqa.config import DEFAULT_METHOD, redact_credentials
+
 
 class UsageError(Exception):
     """Bad command-line input: printed as ``hopqa: error: ...`` with exit code 2."""
@@ -113,12 +113,22 @@ def _check_llm_spec(spec: str, source: str) -> None:
         raise UsageError(f"{source} {redact_credentials(spec)}: {exc}") from exc
 
 
-def _spec(args: argparse.Namespace, option: str, env: str | None = None) -> tuple[str, str] | None:
-    """``(spec, where it came from)`` of an LLM option, falling back to ``env``, checked."""
+#: LLM options that fall back to an environment variable: option -> (variable, its reader in hopqa.config).
+def _env_specs() -> dict[str, tuple[str, Callable[[], str | None]]]:
+    from hopqa.config import judge_from_env, llm_from_env
+
+    return {"--llm": ("HOPQA_LLM", llm_from_env), "--judge": ("HOPQA_JUDGE", judge_from_env)}
+
+
+def _spec(args: argparse.Namespace, option: str) -> tuple[str, str] | None:
+    """``(spec, where it came from)`` of an LLM option, falling back to its environment
+    variable (``--llm``: ``$HOPQA_LLM``, ``--judge``: ``$HOPQA_JUDGE``), checked."""
     value = getattr(args, option.lstrip("-").replace("-", "_"), None)
     source = option
-    if not value and env and os.environ.get(env):
-        value, source = os.environ[env], f"${env}"
+    if not value and option in _env_specs():
+        name, read = _env_specs()[option]
+        if (found := read()) is not None:
+            value, source = found, f"${name}"
     if not value:
         return None
     _check_llm_spec(value, source)
@@ -129,58 +139,55 @@ def _main_spec(args: argparse.Namespace) -> tuple[str, str]:
     """The --llm spec (else $HOPQA_LLM, else the default model), checked."""
     from hopqa.config import DEFAULT_LLM
 
-    found = _spec(args, "--llm", "HOPQA_LLM")
+    found = _spec(args, "--llm")
     return found if found is not None else (DEFAULT_LLM, "the default LLM")
 
 
 def _load_llm(spec: str, source: str, args: argparse.Namespace, cache: bool | None = None) -> Any:
-    """``load_llm`` with a bad spec (its ``LLMSpecError``) reported as bad input; responses are
-    cached unless ``cache`` is False (default: unless ``--no-cache``)."""
-    from hopqa.config import default_home
-    from hopqa.llm import LLMSpecError, load_llm
+    """``hopqa.build.load_model`` with a bad spec (its ``LLMSpecError``) reported as bad input;
+    responses are cached unless ``cache`` is False (default: unless ``--no-cache``)."""
+    from hopqa.build import load_model
+    from hopqa.llm import LLMSpecError
 
     try:
-        return load_llm(spec, home=default_home(args.home), cache=not args.no_cache if cache is None else cache,
-                        api_key=os.environ.get("OPENAI_API_KEY"))
+        return load_model(spec, home=args.home, cache=not args.no_cache if cache is None else cache)
     except LLMSpecError as exc:
         raise UsageError(f"{source} {redact_credentials(spec)}: {exc}") from exc
 
 
 def _retriever(args: argparse.Namespace) -> Any:
-    from hopqa.config import default_home
-    from hopqa.demo import demo_retriever, index_dir_for
-    from hopqa.retrieval.bm25 import BM25IndexError, BM25Retriever, NothingToIndexError, load_or_build
+    """``--index``, else ``--corpus``, else the demo corpus (``hopqa.build.corpus_retriever``)."""
+    from hopqa.build import BuildError, corpus_retriever
 
-    home = default_home(args.home)
-    if args.index:
-        if not Path(args.index).is_dir():
-            raise UsageError(f"no index directory at {args.index} (build one with: hopqa index CORPUS --out DIR)")
-        try:
-            return BM25Retriever.load(args.index)
-        except BM25IndexError as exc:
-            raise UsageError(str(exc)) from exc
-    if args.corpus:
-        path = Path(args.corpus)
-        if not path.is_file():
-            raise UsageError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
-        try:
-            return load_or_build(path, index_dir_for(path, home))
-        except NothingToIndexError as exc:
-            raise UsageError(f"{path}: {exc}") from exc
-    return demo_retriever(home=home)
+    try:
+        return corpus_retriever(index=args.index, corpus=args.corpus, home=args.home)
+    except BuildError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _scorer(args: argparse.Namespace, methods: list[str], scorer_spec: tuple[str, str] | None) -> Any:
     """The --scorer-llm model (GenSco's scorer), loaded only when a method takes a scorer."""
-    from hopqa.methods.base import takes_component
+    from hopqa.build import takes
 
-    takers = [m for m in methods if takes_component(m, "scorer")]
+    takers = [m for m in methods if takes(m, "scorer")]
     if scorer_spec is None:
         return None
     if not takers:
         print("hopqa: note: no chosen method takes a scorer; --scorer-llm is ignored", file=sys.stderr)
         return None
     return _load_llm(*scorer_spec, args)
+
+
+def _build(name: str, llm: Any, retriever: Any, args: argparse.Namespace, **components: Any) -> Any:
+    """``hopqa.build.build_method`` with bad input reported as a usage error."""
+    from hopqa.build import BuildError, build_method
+    from hopqa.methods.base import MethodError
+
+    try:
+        return build_method(name, llm, retriever, home=args.home, data_dir=args.data_dir,
+                            corpus=lambda: _retriever(args), **components)
+    except (MethodError, BuildError) as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -223,23 +230,21 @@ def _question(words: list[str]) -> str:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_ask(args: argparse.Namespace) -> int:
-    from hopqa.methods.base import MethodError, build_method, get_method_class
+    from hopqa.build import takes
+    from hopqa.methods.base import MethodError
 
     question = _question(args.question)
     try:
-        cls = get_method_class(args.method)
+        retrieves = takes(args.method, "retriever")
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
     options = _method_options(args.method, args)
     spec, source = _main_spec(args)
     scorer_spec = _spec(args, "--scorer-llm")
-    retriever = _retriever(args) if cls.needs_retriever else None
+    retriever = _retriever(args) if retrieves else None
     llm = _load_llm(spec, source, args)
     scorer = _scorer(args, [args.method], scorer_spec)
-    try:
-        method = build_method(args.method, llm, retriever, components={"scorer": scorer}, **options)
-    except MethodError as exc:
-        raise UsageError(str(exc)) from exc
+    method = _build(args.method, llm, retriever, args, scorer=scorer, **options)
     answer = method.answer(question)
     llm.close()
     if args.json:
@@ -261,17 +266,17 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from hopqa.build import takes
     from hopqa.config import default_home
     from hopqa.datasets import load_dataset
     from hopqa.evaluation.report import collect_rows, markdown_table
-    from hopqa.evaluation.runner import SETTINGS, RunDirectoryError, check_config, evaluate
-    from hopqa.methods.base import (
-        MethodError,
-        build_method,
-        get_method_class,
-        normalize_name,
-        takes_component,
+    from hopqa.evaluation.runner import (
+        SETTINGS,
+        RunDirectoryError,
+        check_config,
+        evaluate,
     )
+    from hopqa.methods.base import MethodError, method_config, normalize_name
 
     if args.setting not in SETTINGS:
         raise UsageError(f"--setting must be one of {', '.join(SETTINGS)}")
@@ -279,37 +284,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not names:
         raise UsageError("--method names no method (e.g. --method direct,retrieve-then-read)")
     try:
-        classes = {m: get_method_class(m) for m in names}
+        retrieving = [m for m in names if takes(m, "retriever")]
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
     options = {m: _method_options(m, args) for m in names}
     spec, source = _main_spec(args)
-    judge_spec = _spec(args, "--judge", "HOPQA_JUDGE")
+    judge_spec = _spec(args, "--judge")
     scorer_spec = _spec(args, "--scorer-llm")
     home = default_home(args.home)
     examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
     if not examples:
         raise UsageError(f"no questions to evaluate in {args.dataset} ({args.split})")
     if (args.setting == "distractor" and not any(ex.paragraphs for ex in examples)
-            and any(c.needs_retriever for c in classes.values())):
+            and retrieving):
         raise UsageError(f"{args.dataset} has no paragraphs per question: use --setting open (retrieval from the "
                          "demo corpus, or --corpus / --index)")
     base = Path(args.out) / f"{examples[0].dataset}-{examples[0].split}-{args.setting}"
     configs = {}
     for name in names:
         config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
-                  "options": dataclasses.asdict(classes[name].Config().update(**options[name])),
+                  "options": dataclasses.asdict(method_config(name, **options[name])),
                   "llm": redact_credentials(spec), "judge": redact_credentials(judge_spec[0]) if judge_spec else None}
-        if takes_component(name, "scorer"):
+        if takes(name, "scorer"):
             config["scorer_llm"] = redact_credentials(scorer_spec[0] if scorer_spec else spec)
         configs[name] = config
         try:
             check_config(base / name, config)  # a mismatched or damaged run directory: before any loading
         except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
-    retriever = None
-    if args.setting == "open" and any(c.needs_retriever for c in classes.values()):
-        retriever = _retriever(args)
+    retriever = _retriever(args) if args.setting == "open" and retrieving else None  # distractor: own paragraphs
     llm = _load_llm(spec, source, args)
     judge = _load_llm(*judge_spec, args, cache=True) if judge_spec else None
     if judge is None and "self-dc" in names:
@@ -318,15 +321,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scorer = _scorer(args, names, scorer_spec)
     run_dirs = []
     for name in names:
-        takes_scorer = takes_component(name, "scorer")
+        method = _build(name, llm, retriever if name in retrieving else None, args,
+                        scorer=scorer if takes(name, "scorer") else None, progress=not args.no_progress,
+                        **options[name])
         try:
-            method = build_method(name, llm, None, components={"scorer": scorer if takes_scorer else None},
-                                  **options[name])
-        except MethodError as exc:
-            raise UsageError(str(exc)) from exc
-        try:
-            summary = evaluate(method, examples, base / name, setting=args.setting, retriever=retriever,
-                               workers=args.workers, judge=judge, config=configs[name],
+            summary = evaluate(method, examples, base / name, setting=args.setting, workers=args.workers, judge=judge, config=configs[name],
                                retry_failed=args.retry_failed, progress=not args.no_progress)
         except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
@@ -413,34 +412,36 @@ def _download(args: argparse.Namespace, home: Path) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from hopqa.methods.base import METHODS, get_method_class
+    from hopqa.methods.base import METHODS, method_config
 
-    get_method_class("direct")  # registers the built-ins
     for name in sorted(METHODS):
-        cls = METHODS[name]
-        cfg = cls.Config()
+        cfg = method_config(name)
         opts = ", ".join(f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg))
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        doc = METHODS.doc(name)
         print(f"{name:<20} {doc}\n{'':<20} options: {opts}")
     return 0
 
 
 def cmd_demos(args: argparse.Namespace) -> int:
     """Bootstrap HGOT's Appendix D demonstrations now (resumable), so later runs find them cached."""
-    from hopqa.methods.base import MethodError, build_method
+    from hopqa.bootstrap import bootstrap_hgot
+    from hopqa.methods.base import MethodError, method_config
 
     options = _method_options("hgot", args)
     options["demo_source"] = "bootstrap"
     spec, source = _main_spec(args)
-    retriever = _retriever(args)
-    llm = _load_llm(spec, source, args)
     try:
-        method = build_method("hgot", llm, retriever, **options)
-        demos = method.prepare_demos(retriever)  # type: ignore[attr-defined]
+        config = method_config("hgot", **options)
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
-    path = method.demo_file  # type: ignore[attr-defined]
-    print(f"runs: {path}\ndemonstrations: {path.with_suffix('.demos.json')}")
+    llm = _load_llm(spec, source, args)
+    try:
+        result = bootstrap_hgot(llm, config, corpus=lambda: _retriever(args), home=args.home,  # type: ignore[arg-type]
+                                data_dir=args.data_dir)
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
+    demos = result.demo_set
+    print(f"runs: {result.runs_file}\ndemonstrations: {result.demos_file}")
     print(f"kept: {len(demos.predict)} predict, {len(demos.plan)} plan, {len(demos.rewrite)} rewrite")
     print("counts: " + ", ".join(f"{k}={v}" for k, v in demos.stats.items()))
     llm.close()
@@ -548,10 +549,6 @@ def main(argv: list[str] | None = None) -> int:
     from hopqa.datasets import DatasetError
     from hopqa.llm.base import LLMError
 
-    # --data-dir reaches every component that reads data (few-shot demonstrations, HGOT's bootstrap)
-    saved = os.environ.get("HOPQA_DATA_DIR")
-    if getattr(args, "data_dir", None):
-        os.environ["HOPQA_DATA_DIR"] = str(args.data_dir)
     show_warning, warnings.showwarning = warnings.showwarning, console_show_warning
     try:
         return int(args.func(args) or 0)
@@ -563,10 +560,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         warnings.showwarning = show_warning
-        if saved is None:
-            os.environ.pop("HOPQA_DATA_DIR", None)
-        else:
-            os.environ["HOPQA_DATA_DIR"] = saved
 
 
 if __name__ == "__main__":  # pragma: no cover

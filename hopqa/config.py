@@ -64,6 +64,21 @@ def default_llm(explicit: str | None = None) -> str:
     return explicit or os.environ.get("HOPQA_LLM") or DEFAULT_LLM
 
 
+def llm_from_env() -> str | None:
+    """The LLM spec ``$HOPQA_LLM`` names, or None."""
+    return os.environ.get("HOPQA_LLM") or None
+
+
+def judge_from_env() -> str | None:
+    """The judge LLM spec ``$HOPQA_JUDGE`` names (the evaluation's Acc metric), or None."""
+    return os.environ.get("HOPQA_JUDGE") or None
+
+
+def openai_api_key() -> str | None:
+    """The key for OpenAI-compatible servers: ``$OPENAI_API_KEY`` (the one place it is read)."""
+    return os.environ.get("OPENAI_API_KEY") or None
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Replace ``path`` by ``data`` (``str`` as UTF-8) so a reader or a kill at any moment sees
     either the old content or the new one, never a mix or an empty file.

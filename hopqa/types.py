@@ -1,7 +1,9 @@
-"""The value types every layer shares: Passage, Example, Usage and Answer.
+"""The value types every layer shares: Passage, Example, Demo, Usage and Answer.
 
 A ``Passage`` is what a retriever returns and what a method cites; an ``Example`` is one
-benchmark item normalised from any dataset; ``Usage`` is the cost of some work (LLM calls,
+benchmark item normalised from any dataset; a ``Demo`` is a few-shot demonstration (a
+multi-hop question with its gold decomposition), an input of the methods that show some;
+``Usage`` is the cost of some work (LLM calls,
 tokens, retrieval calls, wall time); an ``Answer`` is what a method returns for one question:
 the answer text, the passages behind it, the reasoning trace and the usage.
 """
@@ -25,16 +27,6 @@ class Passage:
     text: str
     score: float | None = None
     is_supporting: bool | None = None
-
-    def render(self, index: int | None = None, max_words: int | None = None) -> str:
-        """The passage as an LLM sees it: ``[index] Title | text`` (text cut to max_words)."""
-        text = self.text
-        if max_words is not None:
-            words = text.split()
-            if len(words) > max_words:
-                text = " ".join(words[:max_words]) + " ..."
-        head = f"[{index}] " if index is not None else ""
-        return f"{head}{self.title} | {text}" if self.title else f"{head}{text}"
 
     def preview(self, n_words: int = 12) -> str:
         """Title plus the first words, for terminal output."""
@@ -101,6 +93,28 @@ class Example:
             decomposition=d.get("decomposition"),
             extras=dict(d.get("extras") or {}),
         )
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """One hop of a demonstration: a sub-question, its answer and its supporting paragraph."""
+
+    question: str
+    answer: str
+    passage: Passage | None = None
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A few-shot demonstration: a multi-hop question, its final answer and its gold steps in
+    order (built from training data by ``hopqa.datasets.few_shot_demos``; each method formats
+    it its own way)."""
+
+    question: str
+    answer: str
+    steps: tuple[DemoStep, ...]
+    source: str = ""
+    passages: tuple[Passage, ...] = field(default_factory=tuple)
 
 
 @dataclass

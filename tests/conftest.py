@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 
-
 def pytest_addoption(parser):
     parser.addoption("--run-qwen", action="store_true", help="run tests that load the Qwen2.5-1.5B model")
 

@@ -221,18 +221,16 @@ def test_every_numeric_option_of_every_method_has_a_deliberate_range():
     """A new numeric option must be added to OPTION_RANGES (or carry metadata={"range": ...});
     every default passes its check (building each default config runs it)."""
     import dataclasses
-    import typing
 
-    from hopqa.methods.base import METHODS, OPTION_RANGES, _field_kind, get_method_class, option_range
+    from hopqa.methods.base import METHODS, OPTION_RANGES, method_config, option_range
+    from hopqa.options import field_kind
 
-    get_method_class("direct")  # registers the built-ins
-    for name, cls in METHODS.items():
-        config = cls.Config()  # __post_init__ checks every default
-        hints = typing.get_type_hints(cls.Config)
+    for name in METHODS:
+        cls = METHODS[name]
+        config = method_config(name)  # __post_init__ checks every default
         for f in dataclasses.fields(config):
-            kind, _ = _field_kind(hints[f.name])
-            if kind in (int, float):
-                assert option_range(f) is not None, f"{name}.{f.name} has no range in OPTION_RANGES"
+            if field_kind(cls.Config, f.name) in ("int", "float"):
+                assert option_range(cls.Config, f.name) is not None, f"{name}.{f.name} has no range in OPTION_RANGES"
     assert all(low is None or high is None or low <= high for low, high in OPTION_RANGES.values())
 
 
@@ -251,19 +249,20 @@ def test_every_numeric_option_of_every_method_has_a_deliberate_range():
     ("hgot", {"demo_cache": 3}, "option demo_cache must be text"),
     ("ircot", {"shots": -1}, "option shots must be at least 0"),
     ("iter-retgen", {"iterations": 0}, "option iterations must be at least 1"),
-    ("direct", {"bogus": 1}, "has no option 'bogus'"),
+    ("direct", {"bogus": 1}, "DirectConfig: unknown option 'bogus'"),
 ])
 def test_build_method_refuses_bad_options(method, options, message):
+    from hopqa.build import build_method
     from hopqa.llm.scripted import ScriptedLLM
-    from hopqa.methods.base import MethodError, build_method
+    from hopqa.methods.base import MethodError
 
     with pytest.raises(MethodError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build_method(method, ScriptedLLM(), **options)
 
 
 def test_limits_that_may_be_zero_and_optional_values_are_accepted():
+    from hopqa.build import build_method
     from hopqa.llm.scripted import ScriptedLLM
-    from hopqa.methods.base import build_method
 
     assert build_method("hgot", ScriptedLLM(), depth=0, num_demos=0).config.depth == 0
     assert build_method("ircot", ScriptedLLM(), shots=0).config.shots == 0

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from hopqa.build import build_method
+from hopqa.datasets import few_shot_demos as load_demos
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method
-from hopqa.methods.demos import chain_of_thought, load_demos
+from hopqa.methods.demos import chain_of_thought
 from hopqa.methods.parsing import first_sentence
 from hopqa.methods.react import parse_action
 from hopqa.methods.self_ask import _FINAL, parse_follow_up
@@ -232,7 +233,7 @@ def test_baseline_end_to_end_on_embedded_model(name, smollm2, data_dir):
     from hopqa.datasets import load_dataset
 
     for ex in load_dataset("musique", "dev", data_dir=data_dir, limit=2):
-        ans = build_method(name, smollm2).answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+        ans = build_method(name, smollm2).with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
         assert ans.error is None, ans.error
         assert ans.usage.llm_calls >= 1 and ans.usage.prompt_tokens > 0
         assert ans.trace.llm_calls()

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.console import clip, render_answer, safe
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.trace import Trace
 from hopqa.types import Answer, Passage, Usage

@@ -11,10 +11,9 @@ import time
 import pytest
 
 from hopqa.corpus import read_corpus
-from hopqa.datasets import load_dataset, shipped_data_dir
+from hopqa.datasets import demos, load_dataset, shipped_data_dir
 from hopqa.datasets import paths as ds_paths
 from hopqa.demo import DEMO_FORMAT, build_demo_corpus, demo_corpus_files
-from hopqa.methods import demos
 
 DEMO_PAIRS = [(n, s) for n in ("musique", "hotpotqa", "2wikimultihopqa", "adversarial_hotpotqa")
               for s in ("dev", "train")]
@@ -106,7 +105,7 @@ def fresh_demos(monkeypatch):
 
 
 def test_load_demos_ignores_hopqa_data_dir(isolated, monkeypatch, fresh_demos):
-    baseline = demos.load_demos(6)
+    baseline = demos.few_shot_demos(6)
     assert len(baseline) == 6 and baseline[0].source.startswith("musique:") and baseline[1].source.startswith("2wiki")
     other = isolated / "other"
     for rel in ("musique/train_100.json", "2wikimultihopqa/train_500.json"):
@@ -114,17 +113,17 @@ def test_load_demos_ignores_hopqa_data_dir(isolated, monkeypatch, fresh_demos):
         (other / rel).write_text("[]")
     monkeypatch.setenv("HOPQA_DATA_DIR", str(other))
     monkeypatch.setattr(demos, "_DEMOS", None)
-    assert demos.load_demos(6) == baseline
+    assert demos.few_shot_demos(6) == baseline
     monkeypatch.setenv("HOPQA_DATA_DIR", str(isolated / "does-not-exist"))
     monkeypatch.setattr(demos, "_DEMOS", None)
-    assert demos.load_demos(6) == baseline
-    assert demos.load_demos(0) == []
+    assert demos.few_shot_demos(6) == baseline
+    assert demos.few_shot_demos(0) == []
 
 
 def test_load_demos_without_the_shipped_files_is_an_error(isolated, monkeypatch, fresh_demos):
     monkeypatch.setattr(ds_paths, "_SHIPPED", isolated / "broken-install")
     with pytest.raises(demos.DemosUnavailableError, match="installation is broken"):
-        demos.load_demos(2)
+        demos.few_shot_demos(2)
 
 
 def test_load_demos_builds_once_under_concurrency(monkeypatch, fresh_demos):
@@ -138,7 +137,7 @@ def test_load_demos_builds_once_under_concurrency(monkeypatch, fresh_demos):
 
     monkeypatch.setattr(demos, "_build_demos", slow_build)
     results = []
-    threads = [threading.Thread(target=lambda: results.append(demos.load_demos(3))) for _ in range(6)]
+    threads = [threading.Thread(target=lambda: results.append(demos.few_shot_demos(3))) for _ in range(6)]
     for t in threads:
         t.start()
     for t in threads:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from hopqa.methods import demos
+from hopqa.datasets import demos
 
 
 @pytest.fixture
@@ -30,13 +30,13 @@ def test_eight_concurrent_first_calls_parse_the_train_files_once(monkeypatch, fr
 
     def first_call(n: int) -> list[demos.Demo]:
         start.wait(timeout=10)  # all eight ask at once
-        return demos.load_demos(n)
+        return demos.few_shot_demos(n)
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(first_call, [4] * 8))
     assert sorted(parsed) == [("2wikimultihopqa", "train"), ("musique", "train")]
     assert all(r == results[0] and len(r) == 4 for r in results)
-    demos.load_demos(6)  # later calls use the built demonstrations
+    demos.few_shot_demos(6)  # later calls use the built demonstrations
     assert len(parsed) == 2
 
 
@@ -53,5 +53,5 @@ def test_a_failed_build_is_retried_by_the_next_call(monkeypatch, fresh_demos):
 
     monkeypatch.setattr(demos, "_build_demos", flaky_build)
     with pytest.raises(demos.DemosUnavailableError):
-        demos.load_demos(2)
-    assert len(demos.load_demos(2)) == 2 and len(attempts) == 2
+        demos.few_shot_demos(2)
+    assert len(demos.few_shot_demos(2)) == 2 and len(attempts) == 2

@@ -8,11 +8,12 @@ import threading
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method
 from hopqa.methods.base import MethodError
 from hopqa.methods.gensco import GenSco, GenScoConfig, parse_subquestion
 from hopqa.retrieval.pool import CandidatePool
+from hopqa.text import render_passage
 from hopqa.types import Passage
 
 PASSAGES = [
@@ -99,7 +100,7 @@ def test_max_selects_a_passage_per_subquestion_in_order_and_stops_on_fin():
     assert answer_prompt.index("Van Hook Township |") < answer_prompt.index("Mountrail County |")
     # the second decomposition prompt carries the first (sub-question, passage) pair
     second = [r.text() for r in llm.requests if r.text().startswith("I am going")][1]
-    assert second.endswith(f"Subquestion 1: {Q1}\nSubcontext 1: {PASSAGES[1].render()}\nSubquestion 2:")
+    assert second.endswith(f"Subquestion 1: {Q1}\nSubcontext 1: {render_passage(PASSAGES[1])}\nSubquestion 2:")
 
 
 def test_repeated_subquestion_and_max_levels_stop():
@@ -154,16 +155,16 @@ def test_scorer_prompts_tables_8_and_9_and_continuation_only():
     method, _ = gensco([Q1, Q2], scorer=overlap_scorer(calls), variant="stop")
     method.answer(Q)
     table9 = [c for c in calls if c[0].startswith("Generate a question based on the context.")]
-    assert (f"Generate a question based on the context.\nContext: {PASSAGES[0].render()}\nQuestion:", " " + Q1) in table9
+    assert (f"Generate a question based on the context.\nContext: {render_passage(PASSAGES[0])}\nQuestion:", " " + Q1) in table9
     level2 = [c for c in table9 if c[1] == " " + Q2]
-    assert len(level2) == 3 and (f"Generate a question based on the context.\nContext: {PASSAGES[1].render()}\n"
-                                 f"{PASSAGES[2].render()}\nQuestion:") in [c[0] for c in level2]
+    assert len(level2) == 3 and (f"Generate a question based on the context.\nContext: {render_passage(PASSAGES[1])}\n"
+                                 f"{render_passage(PASSAGES[2])}\nQuestion:") in [c[0] for c in level2]
     table8 = [c for c in calls if c[0].startswith("Generate a question given its complete decomposition")]
     assert table8 == [
         ("Generate a question given its complete decomposition into subquestions along with the context containing "
-         f"answers to these subquestions.\nContext: {PASSAGES[1].render()}\nDecomposition: {Q1} {Q2}\nQuestion:", " " + Q),
+         f"answers to these subquestions.\nContext: {render_passage(PASSAGES[1])}\nDecomposition: {Q1} {Q2}\nQuestion:", " " + Q),
         ("Generate a question given its complete decomposition into subquestions along with the context containing "
-         f"answers to these subquestions.\nContext: {PASSAGES[1].render()}\nDecomposition: {Q1}\nQuestion:", " " + Q),
+         f"answers to these subquestions.\nContext: {render_passage(PASSAGES[1])}\nDecomposition: {Q1}\nQuestion:", " " + Q),
     ]
 
 
@@ -266,19 +267,21 @@ def test_candidate_scoring_is_one_concurrent_batch():
 def test_a_scorer_without_loglikelihood_fails_at_start():
     generator = ScriptedLLM(replies=["x"])
     with pytest.raises(MethodError, match="loglikelihood"):
-        GenSco(generator, POOL)
+        GenSco(generator, POOL, GenScoConfig(shots=0))
+    with pytest.raises(MethodError, match="shots=2 demonstrations"):  # demonstrations are an input
+        GenSco(ScriptedLLM(replies=[], scorer=overlap_scorer()), POOL)
     with pytest.raises(MethodError, match="variant"):
         GenSco(ScriptedLLM(replies=[], scorer=overlap_scorer()), POOL, GenScoConfig(variant="best"))
     # a separate scorer makes a generate-only generator usable
-    m = build_method("gensco-max", generator, POOL, components={"scorer": ScriptedLLM(scorer=overlap_scorer())})
+    m = build_method("gensco-max", generator, POOL, scorer=ScriptedLLM(scorer=overlap_scorer()))
     assert m.scorer.supports("loglikelihood")
     with pytest.raises(MethodError, match="takes no scorer"):
-        build_method("direct", generator, components={"scorer": generator})
+        build_method("direct", generator, scorer=generator)
 
 
 def test_empty_pool_answers_without_context():
     method, _ = gensco([Q1])
-    ans = method.answer(Q, retriever=CandidatePool([]))
+    ans = method.with_retriever(CandidatePool([])).answer(Q)
     assert ans.error is None and ans.passages == []
     assert ans.trace.root.find("select")[0].outputs["stop_reason"] == "no candidate passage"
 
@@ -303,7 +306,7 @@ def test_gensco_metrics_in_the_evaluation(tmp_path):
 def test_gensco_scores_with_the_embedded_model(smollm2):
     method = build_method("gensco-max", smollm2, POOL)
     nll = method.score_passages(Q1, [], PASSAGES)
-    direct = smollm2.loglikelihood(f"Generate a question based on the context.\nContext: {PASSAGES[1].render()}\nQuestion:",
+    direct = smollm2.loglikelihood(f"Generate a question based on the context.\nContext: {render_passage(PASSAGES[1])}\nQuestion:",
                                    " " + Q1)
     assert nll[1] == pytest.approx(-direct.mean, abs=1e-3)
     assert len(direct.token_logprobs) == len(smollm2._llm.tokenize((" " + Q1).encode(), add_bos=False))
@@ -317,7 +320,7 @@ def test_gensco_end_to_end(smollm2, data_dir, dataset):
 
     ex = load_dataset(dataset, "dev", data_dir=data_dir, limit=1)[0]
     method = build_method("gensco-stop", smollm2, max_levels=3)
-    ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
     assert ans.error is None, ans.error
     sel = ans.trace.root.find("select")[0]
     assert sel.outputs["stop_reason"]

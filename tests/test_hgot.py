@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method
-from hopqa.methods.hgot import HGOT, HGOTConfig, build_graph, parse_dependencies, parse_steps
-from hopqa.methods.hgot_quality import (
+from hopqa.methods.hgot import (
+    HGOT,
+    HGOTConfig,
+    build_graph,
+    parse_dependencies,
+    parse_steps,
+)
+from hopqa.methods.hgot.quality import (
     Thought,
     citation_quality,
     normalize_scores,
@@ -157,7 +163,7 @@ POOL = CandidatePool([
 Q = "What is the seat of the county where Van Hook Township is located?"
 
 
-def scripted_hgot(**cfg) -> tuple[HGOT, ScriptedLLM]:
+def scripted_hgot(demo_set=None, **cfg) -> tuple[HGOT, ScriptedLLM]:
     def reply(request):
         t = request.text()
         tail = t[-400:]
@@ -183,7 +189,7 @@ def scripted_hgot(**cfg) -> tuple[HGOT, ScriptedLLM]:
     judge = ScriptedJudge(lambda p, h: h.rstrip(".").split()[0] in p)
     from hopqa.embed import LexicalEmbedder
 
-    return HGOT(llm, POOL, config, judge=judge, embedder=LexicalEmbedder()), llm
+    return HGOT(llm, POOL, config, judge=judge, embedder=LexicalEmbedder(), demo_set=demo_set), llm
 
 
 def test_traverse_plans_rewrites_and_infers():
@@ -285,7 +291,7 @@ def test_malformed_plan_degrades_to_independent_steps():
 
 def test_hgot_with_empty_pool_does_not_crash():
     method, _ = scripted_hgot(depth=0)
-    ans = method.answer(Q, retriever=CandidatePool([]))
+    ans = method.with_retriever(CandidatePool([])).answer(Q)
     assert ans.error is None
 
 
@@ -371,7 +377,7 @@ def test_hgot_end_to_end_depth_2_on_musique(smollm2, data_dir):
     # depth 2, two samples; delta by citation markers only keeps the NLI calls (and CI time) bounded
     method = build_method("hgot", smollm2, depth=2, samples=2, k=3, max_tokens=64, max_steps=2,
                           entailment_delta=False)
-    ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
     assert ans.error is None, ans.error
     assert ans.trace.root.find("probe") and ans.trace.root.find("plan") and ans.trace.root.find("stop")
     assert max(t.inputs["depth"] for t in ans.trace.root.find("traverse")) <= 2

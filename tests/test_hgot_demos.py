@@ -7,9 +7,12 @@ import json
 
 import pytest
 
+from hopqa.bootstrap import bootstrap_hgot, candidates_from_trace, record_runs
+from hopqa.build import build_method
 from hopqa.embed import LexicalEmbedder
-from hopqa.methods import build_method, hgot_demos
-from hopqa.methods.hgot_demos import (
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods.hgot import HGOTConfig
+from hopqa.methods.hgot.demos import (
     PredictDemo,
     build_demo_set,
     iqr_upper_fence,
@@ -110,92 +113,129 @@ def test_bootstrap_file_is_resumable(tmp_path):
                                                   "rationale": "X is Y [1].", "answer": "Y"}], None
 
     path = tmp_path / "runs.jsonl"
-    ds = hgot_demos.bootstrap(examples[:2], run, path, progress=False)
+    ds = record_runs(examples[:2], run, path, progress=False)
     assert calls == ["e0", "e1"] and len(ds.predict) == 1 and ds.stats["matched"] == 1
     with path.open("a") as f:
         f.write('{"id": "e2", "torn')  # a run killed mid-write
-    ds = hgot_demos.bootstrap(examples, run, path, progress=False)
+    ds = record_runs(examples, run, path, progress=False)
     assert calls == ["e0", "e1", "e2"] and len(ds.predict) == 2
-    assert hgot_demos.bootstrap(examples, run, path, progress=False).stats["runs"] == 3 and len(calls) == 3
+    assert record_runs(examples, run, path, progress=False).stats["runs"] == 3 and len(calls) == 3
     unmatched = [json.loads(x) for x in path.read_text().splitlines() if '"e1"' in x][0]
     assert unmatched["matched"] is False and unmatched["records"] == [] and unmatched["prediction"] == "N"
 
 
-# -- in the method -------------------------------------------------------------------------------------------
+# -- from the trace of a run -------------------------------------------------------------------------------
+def test_the_candidates_are_read_from_the_trace():
+    """Predict (probe and infer), Plan and Rewrite calls, in call order, as Appendix D shows them."""
+    method, _ = scripted_hgot()
+    ans = method.answer(Q)
+    records = candidates_from_trace(ans.trace, {p.id: p for p in POOL.passages})
+    kinds = [r["kind"] for r in records]
+    # probe Q, plan Q, [probe sub 1 (leaf: plan), ...], rewrite step 2, probe sub 2, ..., infer Q
+    assert kinds[:2] == ["predict", "plan"] and kinds[-1] == "predict" and "rewrite" in kinds
+    assert kinds.index("rewrite") > 2
+    plan = records[1]
+    assert plan["question"] == Q and plan["steps"] == ["Which county is Van Hook Township in?",
+                                                       "What is the seat of that county?"]
+    assert plan["dependencies"] == "Step 2 depends on Step 1." and len(plan["context"]) == 2
+    assert plan["context"][0].startswith("[1] ")  # numbered, as the Plan prompt shows passages
+    rewrite = records[kinds.index("rewrite")]
+    assert rewrite["context_text"] == ("Step 1: Which county is Van Hook Township in? ANSWER: Mountrail County. "
+                                       "Step 2: What is the seat of that county?")
+    assert rewrite["rewrite"] == "What is the seat of Mountrail County?"
+    first = records[0]
+    assert first["question"] == Q and first["answer"] == "Stanley"
+    assert first["rationale"] == "Stanley is the county seat of Mountrail County [1]."
+    assert all(len(c.split()) <= 31 + 3 for c in first["context"])  # 30 words of each passage (+ its mark, title)
+    # and nothing else: the traverse, stop and search steps are not calls of a prompt
+    assert len(records) == len(ans.trace.root.find("probe")) + len(ans.trace.root.find("infer")) \
+        + len([s for s in ans.trace.root.find("plan") if s.outputs.get("steps")]) + 1
+
+
+# -- bootstrapping, then the method ---------------------------------------------------------------------------
 def _train(monkeypatch, examples):
-    import hopqa.datasets
+    import hopqa.bootstrap
 
     seen = {}
 
-    def fake_load(name, split, data_dir=None, limit=None):
+    def fake_load(name, split, data_dir=None, limit=None, home=None):
         seen["args"] = (name, split, limit)
         return examples[:limit]
 
-    monkeypatch.setattr(hopqa.datasets, "load_dataset", fake_load)
+    monkeypatch.setattr(hopqa.bootstrap, "load_dataset", fake_load)
     return seen
+
+
+def _bootstrap(tmp_path, **cfg):
+    """Bootstrap with the scripted HGOT's model and judge; (result, the model)."""
+    probe, llm = scripted_hgot()
+    config = HGOTConfig(samples=2, k=2, depth=2, demo_source="bootstrap", demo_cache=str(tmp_path)).update(**cfg)
+    return bootstrap_hgot(llm, config, judge=probe.judge, embedder=LexicalEmbedder(), progress=False), llm
 
 
 def test_bootstrapped_demos_reach_the_prompts(tmp_path, monkeypatch):
     train = [Example(id="t1", question=Q, answers=["Stanley"], paragraphs=POOL.passages),
              Example(id="t2", question="Who is the mayor of Paris?", answers=["Anne Hidalgo"], paragraphs=POOL.passages)]
     seen = _train(monkeypatch, train)
-    method, llm = scripted_hgot(demo_source="bootstrap", demo_cache=str(tmp_path), bootstrap_examples=2,
-                                demo_selection="knn", num_demos=1)
-    method.progress = False
+    result, boot_llm = _bootstrap(tmp_path, bootstrap_examples=2)
+    assert seen["args"] == ("hotpotqa", "train", 2) and boot_llm.requests
+    method, llm = scripted_hgot(demo_set=result.demo_set, demo_source="bootstrap", demo_cache=str(tmp_path),
+                                bootstrap_examples=2, demo_selection="knn", num_demos=1)
     ans = method.answer("Which county is Van Hook Township in?")
-    assert ans.error is None and seen["args"] == ("hotpotqa", "train", 2)
+    assert ans.error is None
     step = ans.trace.root.find("demonstrations")[0]
     assert step.outputs["matched"] == 1 and step.outputs["runs"] == 2 and step.outputs["predict"] >= 3
-    # the bootstrap calls are not in this question's usage: only the question's own calls are
-    assert ans.usage.llm_calls == len(ans.trace.llm_calls())
+    assert ans.usage.llm_calls == len(ans.trace.llm_calls())  # the bootstrap ran on another model object
     # KNN: the nearest bootstrapped Predict demo is the sub-query's own, with its rationale
-    prompt = [r.text() for r in llm.requests[-ans.usage.llm_calls:] if r.text().startswith("Answer questions")][0]
+    prompt = [r.text() for r in llm.requests if r.text().startswith("Answer questions")][0]
     assert "Question: Which county is Van Hook Township in?\nRationale: Let's think step by step. " \
            "Van Hook Township is in Mountrail County [1].\nAnswer: Mountrail County" in prompt
     assert "Manhattan Jaspers" not in prompt  # not the paper's Appendix C examples
     files = list(tmp_path.glob("hgot-hotpotqa-train-*.jsonl"))
-    assert len(files) == 1 and len(files[0].read_text().splitlines()) == 2
-    assert files[0].with_suffix(".demos.json").is_file()
-    # a new instance with the same settings loads the runs from disk: no model call to bootstrap
-    again, llm2 = scripted_hgot(demo_source="bootstrap", demo_cache=str(tmp_path), bootstrap_examples=2)
-    demos = again.prepare_demos(POOL)
-    assert llm2.requests == [] and len(demos.predict) == len(method.demo_set.predict)
+    assert files == [result.runs_file] and len(files[0].read_text().splitlines()) == 2
+    assert result.demos_file.is_file()
+    # the same settings again read the runs from disk: no model call to bootstrap
+    again, llm2 = _bootstrap(tmp_path, bootstrap_examples=2)
+    assert llm2.requests == [] and len(again.demo_set.predict) == len(result.demo_set.predict)
 
 
 def test_no_bootstrapped_demo_of_a_kind_falls_back_to_the_paper(tmp_path, monkeypatch):
     _train(monkeypatch, [Example(id="t1", question="Who is the mayor of Paris?", answers=["Anne Hidalgo"],
                                  paragraphs=POOL.passages)])
-    method, llm = scripted_hgot(demo_source="bootstrap", demo_cache=str(tmp_path), depth=0)
-    method.progress = False
+    result, _ = _bootstrap(tmp_path, depth=0)
+    method, llm = scripted_hgot(demo_set=result.demo_set, demo_source="bootstrap", depth=0)
     ans = method.answer(Q)
     assert ans.error is None and ans.trace.root.find("demonstrations")[0].outputs["matched"] == 0
     assert "Manhattan Jaspers" in llm.requests[-1].text()
     assert any("Appendix C" in e["message"] for s in ans.trace.root.walk() for e in s.events)
 
 
-def test_bad_demo_options_are_clear_errors(tmp_path, monkeypatch):
+def test_bad_demo_options_are_clear_errors(tmp_path):
     from hopqa.methods.base import MethodError
 
     with pytest.raises(MethodError, match="demo_selection"):
         scripted_hgot(demo_selection="nearest")
-    method, _ = scripted_hgot(demo_source="bootstrap", bootstrap_dataset="nonesuch:train", demo_cache=str(tmp_path))
-    ans = method.answer(Q)
-    assert ans.error and "cannot bootstrap" in ans.error
+    with pytest.raises(MethodError, match="takes its bootstrapped demonstrations ready"):
+        scripted_hgot(demo_source="bootstrap")  # built directly without them
+    with pytest.raises(MethodError, match="cannot bootstrap"):
+        _bootstrap(tmp_path, bootstrap_dataset="nonesuch:train")
+    with pytest.raises(MethodError, match="cannot bootstrap"):  # the builder bootstraps when it builds
+        build_method("hgot", ScriptedLLM(replies=[]), POOL, demo_source="bootstrap", bootstrap_dataset="nonesuch:train",
+                     demo_cache=str(tmp_path))
 
 
 @pytest.mark.slow
 def test_bootstrap_on_the_embedded_model(smollm2, data_dir, tmp_path):
     cheap = dict(depth=1, samples=1, k=3, max_tokens=48, max_steps=2, citation_quality=False,
                  entailment_delta=False, demo_source="bootstrap", bootstrap_examples=2, demo_cache=str(tmp_path))
-    method = build_method("hgot", smollm2, POOL, **cheap)
-    method.progress = False
-    demos = method.prepare_demos(POOL)
-    path = method.demo_file
+    method = build_method("hgot", smollm2, POOL, progress=False, **cheap)
+    demos = method.demo_set
+    [path] = tmp_path.glob("hgot-*.jsonl")
     runs = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(runs) == 2 and all(r["error"] is None for r in runs)
     assert demos.stats["runs"] == 2 and demos.stats["matched"] == sum(r["matched"] for r in runs)
     mtime = path.stat().st_mtime_ns
-    again = build_method("hgot", smollm2, POOL, **cheap)
-    assert again.prepare_demos(POOL).stats == demos.stats and path.stat().st_mtime_ns == mtime
+    again = build_method("hgot", smollm2, POOL, progress=False, **cheap)
+    assert again.demo_set.stats == demos.stats and path.stat().st_mtime_ns == mtime
     ans = again.answer(Q)
     assert ans.error is None and ans.trace.root.find("demonstrations")

@@ -185,7 +185,7 @@ def test_traced_error_is_recorded():
 
 
 def test_usage_per_question_and_in_total():
-    from hopqa.methods import build_method
+    from hopqa.build import build_method
 
     method = build_method("direct", ScriptedLLM(replies=["a", "b", "c"]))
     answers = [method.answer(q) for q in ["q one", "q two", "q three"]]
@@ -251,12 +251,16 @@ def test_cap_keeps_the_tokens_that_fit():
          "unknown LLM backend 'foo' in 'foo:bar': use embedded:NAME, embedded:PATH.gguf or openai:MODEL@http://host:port/v1"),
         ("foo:m@http://u:topsecret@h/v1", "unknown LLM backend 'foo' in 'foo:m@http://***@h/v1'"),
         ("openai:m@http://u:topsecret@h/v1?timeout=abc", "bad value 'abc' for the LLM option 'timeout'"),
-        ("openai:m@http://h/v1?retires=3", "unknown option 'retires' in the LLM spec (did you mean 'retries'?)"),
-        ("embedded:smollm2-135m?n_ctx=big", "bad value 'big' for the embedded option 'n_ctx': use n_ctx=N"),
+        ("openai:m@http://h/v1?retires=3",
+         "unknown option 'retires' (did you mean 'retries'?); known options: concurrency, timeout, retries"),
+        ("embedded:smollm2-135m?n_ctx=big",
+         "option n_ctx must be a whole number, not 'big' (as in embedded:NAME?n_ctx=4096&n_threads=2)"),
         ("embedded:smollm2-135m?n_ctxx=4096",
-         "unknown embedded option 'n_ctxx' (did you mean 'n_ctx'?); known options: n_ctx, n_threads"),
+         "unknown option 'n_ctxx' (did you mean 'n_ctx'?); known options: n_ctx, n_threads"),
         ("embedded:smollm2-135m?logits_all=perhaps",
-         "bad value 'perhaps' for the embedded option 'logits_all': use logits_all=1 or logits_all=0"),
+         "option logits_all must be true or false, not 'perhaps' (as in embedded:NAME?n_ctx=4096"),
+        ("embedded:smollm2-135m?block=0", "option block must be at least 1, not 0"),
+        ("embedded:smollm2-135m?seed=http://u:topsecret@h", "option seed must be a whole number, not 'http://***@h'"),
     ],
 )
 def test_bad_llm_specs_are_one_line_value_errors(tmp_path, spec, expected):

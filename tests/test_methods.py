@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import METHODS, build_method, get_method_class
+from hopqa.methods import METHODS, get_method_class
 from hopqa.methods.base import MethodError
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.types import Passage
@@ -87,12 +88,14 @@ def test_per_question_retriever_overrides_default():
     llm = ScriptedLLM(replies=["x", "y"])
     m = build_method("retrieve-then-read", llm, CandidatePool(POOL[2:]), k=1)
     assert m.answer(QUESTION).passages[0].id == "c"
-    assert m.answer(QUESTION, retriever=CandidatePool(POOL[:1])).passages[0].id == "a"
+    assert m.with_retriever(CandidatePool(POOL[:1])).answer(QUESTION).passages[0].id == "a"
 
 
 def test_retrieve_then_read_without_retriever_is_an_error():
     ans = build_method("retrieve-then-read", ScriptedLLM(replies=[])).answer(QUESTION)
-    assert "needs a retriever" in ans.error
+    assert "built without a retriever" in ans.error  # recorded in the answer, not raised
+    with pytest.raises(MethodError, match="needs a retriever"):  # built directly, it cannot be made without one
+        get_method_class("retrieve-then-read")(ScriptedLLM(replies=[]), None)
 
 
 def test_genread_generates_then_reads():
@@ -133,7 +136,7 @@ def test_method_end_to_end_on_embedded_model_and_demo_index(name, smollm2, demo_
     assert ans.usage.llm_calls >= 1 and ans.usage.prompt_tokens > 0 and ans.usage.completion_tokens > 0
     calls = ans.trace.llm_calls()
     assert calls and all(c["outputs"][0] is not None for c in calls)
-    if get_method_class(name).needs_retriever:
+    if "retriever" in get_method_class(name).components:
         assert ans.passages and ans.usage.retrieval_calls == 1
         assert any("Van Hook" in p.text or "Mountrail" in p.text for p in ans.passages)
 
@@ -143,6 +146,6 @@ def test_distractor_pool_with_real_model(smollm2, data_dir):
     from hopqa.datasets import load_dataset
 
     ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
-    ans = build_method("retrieve-then-read", smollm2, k=4).answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    ans = build_method("retrieve-then-read", smollm2, k=4).with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
     assert ans.error is None and len(ans.passages) == 4
     assert {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}

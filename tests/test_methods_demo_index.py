@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from hopqa.methods.base import METHODS, build_method, get_method_class
+from hopqa.build import build_method
+from hopqa.methods.base import METHODS, get_method_class
 from hopqa.trace import Step
 from hopqa.types import Answer
 

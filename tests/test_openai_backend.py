@@ -289,8 +289,14 @@ def test_spec_parsing():
         ("m@http://x/v1?timeout=abc", "bad value 'abc' for the LLM option 'timeout': use timeout=SECONDS"),
         ("m@http://x/v1?retries=x", "bad value 'x' for the LLM option 'retries': use retries=N"),
         ("m@http://x/v1?retries=2&retires=3",
-         "unknown option 'retires' in the LLM spec (did you mean 'retries'?); known options: concurrency, timeout, retries"),
-        ("m@http://x/v1?bogus=1", "unknown option 'bogus' in the LLM spec; known options: concurrency"),
+         "unknown option 'retires' (did you mean 'retries'?); known options: concurrency, timeout, retries"),
+        ("m@http://x/v1?bogus=1", "unknown option 'bogus'; known options: concurrency"),
+        ("m@http://x/v1?native_n=0", "unknown option 'native_n'; known options: concurrency"),  # a field, not an option
+        ("m@http://x/v1?bogus=1", "(as in openai:MODEL@http://host:port/v1[?option=value&...])"),
+        ("m@http://x/v1?timeout=0", "bad value '0' for the LLM option 'timeout': use timeout=SECONDS (per request, a number > 0)"),
+        ("m@http://x/v1?timeout=inf", "bad value 'inf' for the LLM option 'timeout'"),
+        ("m@http://x/v1?concurrency=2.5", "bad value '2.5' for the LLM option 'concurrency'"),
+        ("m@http://x/v1?n=1", "bad value '1' for the LLM option 'n': use n=native|split"),  # not a number of samples
         ("m@http://x/v1?concurrency=-2", "bad value '-2' for the LLM option 'concurrency'"),
         ("m@http://x/v1?concurrency=0", "bad value '0' for the LLM option 'concurrency'"),
         ("m@http://x/v1?timeout=-1", "bad value '-1' for the LLM option 'timeout'"),
@@ -323,6 +329,21 @@ def test_bad_settings_are_errors_not_clamped():
         OpenAIConfig(model="m", retries=-3)
     with pytest.raises(LLMSpecError):
         OpenAIConfig(model="m", timeout=0)
+    for settings, message in [
+        ({"concurrency": 0}, "OpenAIConfig: option concurrency must be at least 1, not 0"),
+        ({"timeout": -1.0}, "option timeout must be greater than 0, not -1.0"),
+        ({"timeout": float("nan")}, "option timeout must be a finite number"),
+        ({"backoff": -0.5}, "option backoff must be at least 0, not -0.5"),
+        ({"concurrency": "8"}, "option concurrency must be a whole number, not '8'"),
+        ({"logprobs": 1}, "option logprobs must be true or false, not 1"),
+    ]:
+        with pytest.raises(LLMSpecError) as e:
+            OpenAIConfig(model="m", **settings)
+        assert message in str(e.value)
+    with pytest.raises(LLMSpecError) as e:
+        OpenAIConfig(model="m", api_key=12345)  # the key is never shown
+    assert "api_key" in str(e.value) and "12345" not in str(e.value)
+    assert OpenAIConfig(model="m", timeout=0.5, backoff=0, retries=0, concurrency=1).timeout == 0.5
 
 
 def test_sdk_is_imported_on_the_first_request_only(fault_server, tmp_path):

@@ -75,8 +75,8 @@ def test_logprobs_through_real_server(server_url):
 
 
 def test_method_end_to_end_through_real_server(server_url, hopqa_home, demo_index):
+    from hopqa.build import build_method
     from hopqa.llm import load_llm
-    from hopqa.methods import build_method
 
     llm = load_llm(f"openai:smollm2@{server_url}", home=hopqa_home, cache=False)
     method = build_method("retrieve-then-read", llm, demo_index, k=3)

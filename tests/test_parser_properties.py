@@ -27,11 +27,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hopqa.methods import METHODS, build_method
+from hopqa.build import build_method
+from hopqa.methods import METHODS
 from hopqa.methods.gensco import is_fin, parse_subquestion
 from hopqa.methods.hgot import HGOT, parse_dependencies, parse_steps
-from hopqa.methods.hgot_demos import normalize_citations, well_formed_dependencies
-from hopqa.methods.hgot_quality import Statement, Thought, split_statements
+from hopqa.methods.hgot.demos import normalize_citations, well_formed_dependencies
+from hopqa.methods.hgot.quality import Statement, Thought, split_statements
 from hopqa.methods.parsing import (
     clean_answer,
     extract_answer,
@@ -291,7 +292,7 @@ def _build(name: str, reply: str, **extra: Any):
     components: dict[str, Any] = {}
     if name == "hgot":
         components = {"judge": ScriptedJudge(lambda p, h: h[:20] in p), "embedder": LexicalEmbedder()}
-    return build_method(name, llm, CandidatePool(POOL), components=components,
+    return build_method(name, llm, CandidatePool(POOL), **components,
                         **{**COMMON, **OPTIONS.get(name, {}), **extra})
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method, retrieve_read
+from hopqa.methods import retrieve_read
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.text import render_passage, render_passages
 from hopqa.types import Passage
@@ -113,11 +114,16 @@ def test_no_method_imports_another_methods_templates():
 P = [Passage("a", "Title A", "one two three four five six"), Passage("b", "", "seven  eight\nnine")]
 
 
-@pytest.mark.parametrize("index", [None, 1, 7])
-@pytest.mark.parametrize("max_words", [None, 0, 2, 3, 6, 100])
-def test_render_passage_agrees_with_passage_render(index, max_words):
-    for p in P:
-        assert render_passage(p, index, max_words) == p.render(index, max_words=max_words)
+@pytest.mark.parametrize("index, max_words, first, second", [
+    (None, None, "Title A | one two three four five six", "seven  eight\nnine"),
+    (1, None, "[1] Title A | one two three four five six", "[1] seven  eight\nnine"),
+    (7, 2, "[7] Title A | one two ...", "[7] seven eight ..."),
+    (None, 0, "Title A |  ...", " ..."),
+    (1, 3, "[1] Title A | one two three ...", "[1] seven  eight\nnine"),  # not longer: unchanged, spacing and all
+    (1, 6, "[1] Title A | one two three four five six", "[1] seven  eight\nnine"),
+])
+def test_render_passage(index, max_words, first, second):
+    assert [render_passage(p, index, max_words) for p in P] == [first, second]
 
 
 def test_render_passages_options():

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.evaluation.runner import (
     RunConfigDamaged,
     RunConfigMismatch,
@@ -22,7 +23,6 @@ from hopqa.evaluation.runner import (
     read_results,
 )
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method
 from hopqa.types import Example, Passage
 
 
@@ -94,9 +94,8 @@ def test_open_setting_uses_shared_retriever(tmp_path):
     from hopqa.retrieval.bm25 import BM25Retriever
 
     corpus = [p for e in examples(6) for p in e.paragraphs]
-    method = build_method("retrieve-then-read", echo_llm(), k=1)
-    evaluate(method, examples(3), tmp_path / "run", setting="open", retriever=BM25Retriever.build(corpus),
-             progress=False)
+    method = build_method("retrieve-then-read", echo_llm(), BM25Retriever.build(corpus), k=1)
+    evaluate(method, examples(3), tmp_path / "run", setting="open", progress=False)
     recs = read_results(tmp_path / "run" / "results.jsonl")
     assert recs["q1"]["passages"][0]["title"] == "Item k1z" and recs["q1"]["setting"] == "open"
 
@@ -114,7 +113,7 @@ SCRIPT = textwrap.dedent('''
     sys.path.insert(0, {tests!r})
     from test_runner import examples, echo_llm
     from hopqa.evaluation.runner import evaluate
-    from hopqa.methods import build_method
+    from hopqa.build import build_method
     written = []
 
     def on_record(rec):

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from hopqa.build import build_method
 from hopqa.llm.base import Completion, Generation, GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods import build_method
 from hopqa.methods.base import MethodError
 from hopqa.methods.self_dc import (
     SelfDC,
@@ -325,7 +325,7 @@ def test_self_dc_end_to_end(request, data_dir, confidence):
     llm = request.getfixturevalue("smollm2" if confidence == "verb" else "smollm2_logprobs")
     ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
     method = build_method("self-dc", llm, confidence=confidence, max_tokens=24, document_tokens=64)
-    ans = method.answer(ex.question, retriever=CandidatePool(ex.paragraphs))
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
     assert ans.error is None, ans.error
     top = nodes(ans)[0]
     assert 0.0 <= top.outputs["confidence"] <= 1.0 and top.outputs["route"] in (

@@ -14,6 +14,7 @@ Modules
     ``freshqa``, ``hgot`` (HGOT's FEVER / Open-SQuAD / HotpotQA samples): one reader per family
     ``generic``   the question-file format for your own data
     ``download``  the official releases and ``download_dataset``
+    ``demos``     few-shot demonstrations from the shipped train subsets (``few_shot_demos``)
 
 Where data is found
     Per (dataset, split), the first of these roots holding one of the split's files wins: the
@@ -47,6 +48,7 @@ Robustness
 
 from __future__ import annotations
 
+from hopqa.datasets.demos import DemosUnavailableError, few_shot_demos
 from hopqa.datasets.download import OFFICIAL_SOURCES, Download, download_dataset
 from hopqa.datasets.generic import FILE_SPLIT, is_question_file, load_question_file
 from hopqa.datasets.paths import SOURCES, data_roots, downloads_dir, shipped_data_dir
@@ -80,6 +82,7 @@ __all__ = [
     "DatasetFileNotFoundError",
     "DatasetInfo",
     "DatasetSpec",
+    "DemosUnavailableError",
     "Download",
     "LoadStats",
     "SplitSpec",
@@ -87,6 +90,7 @@ __all__ = [
     "data_roots",
     "download_dataset",
     "downloads_dir",
+    "few_shot_demos",
     "is_question_file",
     "iter_paragraphs",
     "list_datasets",

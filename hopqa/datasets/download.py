@@ -154,7 +154,9 @@ def download_dataset(name: str, dest_dir: str | Path | None = None, timeout: flo
     tqdm progress bar when tqdm is installed and ``progress`` is true; raises ``RuntimeError`` ("no network: ...") when
     a source cannot be reached, leaving no partial file behind.
     """
-    from hopqa.datasets.registry import canonical_name  # the registry imports this module
+    from hopqa.datasets.registry import (
+        canonical_name,  # the registry imports this module
+    )
 
     key = canonical_name(name)
     if key not in OFFICIAL_SOURCES:

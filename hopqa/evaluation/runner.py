@@ -41,9 +41,8 @@ from hopqa import jsonl
 from hopqa.config import write_atomic
 from hopqa.console import progress_bar
 from hopqa.evaluation.metrics import judge_accuracy, score_answer
-from hopqa.methods.base import Method
-from hopqa.retrieval.base import Retriever
-from hopqa.retrieval.pool import CandidatePool
+from hopqa.methods.base import Method, RetrievingMethod
+from hopqa.retrieval.pool import CandidatePool, UnboundPool
 from hopqa.trace import submit
 from hopqa.types import Answer, Example, Usage
 
@@ -142,14 +141,13 @@ def _fields(example: Example, answer: Answer, setting: str, metrics: dict[str, f
     }
 
 
-def _answer(method: Method, example: Example, setting: str, retriever: Retriever | None) -> Answer:
-    if setting == "distractor":
-        if not example.paragraphs and method.needs_retriever:
+def _answer(method: Method, example: Example, setting: str) -> Answer:
+    if setting == "distractor" and isinstance(method, RetrievingMethod):
+        if not example.paragraphs:
             return Answer(question=example.question, answer="", method=method.name,
                           error=f"{example.dataset} has no candidate paragraphs: use the open setting")
-        pool = CandidatePool(example.paragraphs) if example.paragraphs else None
-        return method.answer(example.question, retriever=pool)
-    return method.answer(example.question, retriever=retriever)
+        return method.with_retriever(CandidatePool(example.paragraphs)).answer(example.question)
+    return method.answer(example.question)
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -158,7 +156,6 @@ def evaluate(
     examples: Sequence[Example],
     run_dir: str | Path,
     setting: str = "distractor",
-    retriever: Retriever | None = None,
     workers: int = 1,
     judge: Any | None = None,
     config: dict[str, Any] | None = None,
@@ -169,13 +166,15 @@ def evaluate(
 ) -> RunSummary:
     """Answer and score every example into ``run_dir`` (see the module docstring).
 
-    Raises ``ValueError`` for a bad argument (setting, workers, missing retriever) and a
+    In the ``open`` setting a retrieving method searches its own retriever (the pooled corpus);
+    in the ``distractor`` setting each question's paragraphs replace it. Raises ``ValueError``
+    for a bad argument (setting, workers, no retriever for the open setting) and a
     ``RunDirectoryError`` when ``run_dir`` holds another configuration, a damaged
     ``config.json``, or is being written by another run."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; use one of {', '.join(SETTINGS)}")
-    if setting == "open" and retriever is None and method.needs_retriever:
-        raise ValueError("the open setting needs a retriever over the pooled corpus")
+    if setting == "open" and isinstance(method, RetrievingMethod) and isinstance(method.retriever.inner, UnboundPool):
+        raise ValueError("the open setting needs a method built with a retriever over the pooled corpus")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")
     out = Path(run_dir)
@@ -183,7 +182,7 @@ def evaluate(
     with _run_lock(out):
         _check_config(out / "config.json", config or {}, write=True)
         results_path = out / "results.jsonl"
-        _run(method, examples, results_path, setting, retriever, workers, judge, retry_failed, support_k,
+        _run(method, examples, results_path, setting, workers, judge, retry_failed, support_k,
              progress, on_record)
         records = compact_results(results_path)  # the run completed: one line per id from now on
         wanted = {ex.id for ex in examples}
@@ -192,8 +191,7 @@ def evaluate(
     return summary
 
 
-def _run(method: Method, examples: Sequence[Example], results_path: Path, setting: str,
-         retriever: Retriever | None, workers: int, judge: Any | None, retry_failed: bool,
+def _run(method: Method, examples: Sequence[Example], results_path: Path, setting: str, workers: int, judge: Any | None, retry_failed: bool,
          support_k: int | None, progress: bool, on_record: Callable[[dict[str, Any]], None] | None) -> None:
     """Answer the examples not answered yet (and the failed ones with ``retry_failed``),
     appending each record to ``results_path`` as soon as it is scored."""
@@ -207,7 +205,7 @@ def _run(method: Method, examples: Sequence[Example], results_path: Path, settin
                        dynamic_ncols=True)
 
     def one(ex: Example) -> dict[str, Any]:
-        ans = _answer(method, ex, setting, retriever)
+        ans = _answer(method, ex, setting)
         return _record(ex, ans, setting, judge, support_k)
 
     try:

@@ -97,33 +97,23 @@ def load_llm(
     return llm
 
 
+#: The accepted form of an embedded spec with options (for error messages).
+EMBEDDED_FORM = "embedded:NAME?n_ctx=4096&n_threads=2"
+
+
 def parse_embedded(rest: str, **overrides: object) -> tuple[str, EmbeddedConfig]:
-    """Split ``NAME?key=value&...`` into the model name and an ``EmbeddedConfig``."""
-    from dataclasses import fields
-    from difflib import get_close_matches
+    """Split ``NAME?key=value&...`` into the model name and an ``EmbeddedConfig``; the options
+    (and ``overrides``, written as text) are checked against its fields (``hopqa.options``)."""
     from urllib.parse import parse_qsl
 
-    from hopqa.config import FALSE_WORDS, TRUE_WORDS
+    from hopqa.config import redact_credentials
     from hopqa.llm.llamacpp import EmbeddedConfig
+    from hopqa.options import OptionError, from_strings
 
     model, _, query = rest.partition("?")
-    cfg = EmbeddedConfig()
-    types = {f.name: f.type for f in fields(cfg)}
-    for key, value in [*parse_qsl(query, keep_blank_values=True), *overrides.items()]:
-        if key not in types:
-            close = get_close_matches(key, types, n=1)
-            guess = f" (did you mean {close[0]!r}?)" if close else ""
-            raise LLMSpecError(f"unknown embedded option {key!r}{guess}; known options: {', '.join(types)} "
-                               "(as in embedded:NAME?n_ctx=4096&n_threads=2)")
-        text = str(value).strip().lower()
-        if "bool" in str(types[key]):
-            if text not in TRUE_WORDS + FALSE_WORDS:
-                raise LLMSpecError(f"bad value {str(value)!r} for the embedded option {key!r}: use {key}=1 or {key}=0")
-            setattr(cfg, key, text in TRUE_WORDS)
-        else:
-            try:
-                setattr(cfg, key, int(text))
-            except ValueError:
-                raise LLMSpecError(f"bad value {str(value)!r} for the embedded option {key!r}: "
-                                   f"use {key}=N with N a whole number") from None
+    items = [*parse_qsl(query, keep_blank_values=True), *((key, str(value)) for key, value in overrides.items())]
+    try:
+        cfg = from_strings(EmbeddedConfig, items)
+    except OptionError as exc:
+        raise LLMSpecError(redact_credentials(f"{exc} (as in {EMBEDDED_FORM})")) from None
     return model or "qwen2.5-1.5b", cfg

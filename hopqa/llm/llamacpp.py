@@ -45,7 +45,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,16 +133,20 @@ ALIASES = {"smollm2": "smollm2-135m", "qwen": "qwen2.5-1.5b", "qwen2.5-coder-1.5
 
 @dataclass
 class EmbeddedConfig:
-    """Settings of the in-process model (defaults measured to fit a 2-core, 24 GB machine)."""
+    """Settings of the in-process model (defaults measured to fit a 2-core, 24 GB machine).
+
+    The spec options ``embedded:NAME?n_ctx=4096&...`` are these fields, checked by their types
+    and ranges (``hopqa.options``: whole numbers at least 0 unless ``metadata["range"]`` says
+    otherwise; ``n_ctx=0`` is the model's own context length)."""
 
     n_ctx: int = 4096
-    n_threads: int = 2
+    n_threads: int = field(default=2, metadata={"range": (1, None)})
     logits_all: bool = False
     seed: int = 0
     chat: bool = True
     #: Evaluation block (llama.cpp's n_batch): prompts are evaluated in blocks of this many
     #: tokens aligned to position 0, and only whole blocks are reused (see the module docstring).
-    block: int = 64
+    block: int = field(default=64, metadata={"range": (1, None)})
 
 
 def resolve_model(model: str, home: Path) -> Path:

@@ -29,15 +29,13 @@ print the URL is chained under its errors.
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import random
 import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -55,8 +53,10 @@ from hopqa.llm.base import (
     LLMSpecError,
     LogLikelihood,
 )
+from hopqa.options import OptionError, check_value, convert, unknown_option
 
-#: Every option of an ``openai:`` spec and the form it accepts (used in error messages).
+#: Every option of an ``openai:`` spec and the form it accepts (the known options and the
+#: accepted form in error messages; the checks themselves are the fields' types and ranges).
 OPTION_FORMS = {
     "concurrency": "concurrency=N (requests in flight at once, a whole number >= 1)",
     "timeout": "timeout=SECONDS (per request, a number > 0)",
@@ -66,38 +66,39 @@ OPTION_FORMS = {
     "logprobs": "logprobs=1|0",
     "loglikelihood": "loglikelihood=echo|0",
 }
+#: Spec options that are not written as their field: option -> (field, {word: the field's value
+#: as text}); such an option accepts only its words. The other options are fields of their name.
+SPEC_WORDS = {
+    "n": ("native_n", {"native": "true", "split": "false"}),
+    "loglikelihood": ("loglikelihood", {"echo": "true", **{w: w for w in TRUE_WORDS + FALSE_WORDS}}),
+}
 SPEC_FORM = "openai:MODEL@http://host:port/v1[?option=value&...]"
 
 
 @dataclass
 class OpenAIConfig:
-    """Connection settings of an OpenAI-compatible endpoint (checked: a bad value is an
-    ``LLMSpecError`` naming it)."""
+    """Connection settings of an OpenAI-compatible endpoint, checked when made (types and the
+    ranges in the fields' metadata, ``hopqa.options``): a bad value is an ``LLMSpecError``
+    naming it, never silently clamped."""
 
     model: str
     base_url: str | None = None
     api_key: str | None = None
-    concurrency: int = 8
-    timeout: float = 120.0
-    retries: int = 4
-    backoff: float = 1.0
+    concurrency: int = field(default=8, metadata={"range": (1, None)})
+    timeout: float = field(default=120.0, metadata={"above": 0})
+    retries: int = field(default=4, metadata={"range": (0, None)})
+    backoff: float = field(default=1.0, metadata={"range": (0, None)})
     native_n: bool = True
     logprobs: bool = True
     loglikelihood: bool = False
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """Raise ``LLMSpecError`` when a setting is out of range (no silent clamping)."""
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise _bad_option("concurrency", self.concurrency)
-        if not _finite(self.timeout) or self.timeout <= 0:
-            raise _bad_option("timeout", self.timeout)
-        if not isinstance(self.retries, int) or self.retries < 0:
-            raise _bad_option("retries", self.retries)
-        if not _finite(self.backoff) or self.backoff < 0:
-            raise _bad_option("backoff", self.backoff)
+        for f in fields(self):
+            try:
+                check_value(type(self), f.name, getattr(self, f.name))
+            except OptionError as exc:  # the API key is never shown, a URL's credentials are redacted
+                message = "option api_key must be text or None" if exc.name == "api_key" else str(exc)
+                raise LLMSpecError(redact_credentials(f"OpenAIConfig: {message}")) from None
 
     @classmethod
     def parse(cls, spec: str, api_key: str | None = None) -> OpenAIConfig:
@@ -111,53 +112,32 @@ class OpenAIConfig:
         if at and not re.match(r"https?://[^/?#\s]", url):
             raise LLMSpecError(f"the endpoint {redact_credentials(url)!r} after {model + '@'!r} is not an http(s) URL: "
                                f"use {SPEC_FORM}")
-        cfg = cls(model=model, base_url=url or None, api_key=api_key)
+        values: dict[str, Any] = {}
         for item in query.split("&") if query else []:
             if not item.strip():
                 continue
             key, eq, value = item.partition("=")
             key, value = unquote_plus(key).strip(), unquote_plus(value).strip()
             if key not in OPTION_FORMS:
-                close = difflib.get_close_matches(key, OPTION_FORMS, n=1)
-                guess = f" (did you mean {close[0]!r}?)" if close else ""
-                raise LLMSpecError(f"unknown option {key!r} in the LLM spec{guess}; known options: "
-                                   f"{', '.join(OPTION_FORMS)} (as in {SPEC_FORM})")
+                raise LLMSpecError(redact_credentials(f"{unknown_option(key, OPTION_FORMS)} (as in {SPEC_FORM})"))
             if not eq or not value:
                 raise LLMSpecError(f"the LLM option {key!r} has no value: use {OPTION_FORMS[key]}")
-            _set_option(cfg, key, value)
-        return cfg
+            name, option_value = _option_value(key, value)
+            values[name] = option_value
+        return cls(model=model, base_url=url or None, api_key=api_key, **values)
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _bad_option(key: str, value: object) -> LLMSpecError:
-    return LLMSpecError(f"bad value {str(value)!r} for the LLM option {key!r}: use {OPTION_FORMS[key]}")
-
-
-def _set_option(cfg: OpenAIConfig, key: str, value: str) -> None:
-    """Set one parsed ``key=value`` on ``cfg``, or raise ``LLMSpecError`` naming it."""
-    try:
-        if key in ("concurrency", "retries"):
-            setattr(cfg, key, int(value))
-        elif key in ("timeout", "backoff"):
-            setattr(cfg, key, float(value))
-        elif key == "n":
-            if value not in ("native", "split"):
-                raise ValueError(value)
-            cfg.native_n = value == "native"
-        elif key == "logprobs":
-            if value.lower() not in TRUE_WORDS + FALSE_WORDS:
-                raise ValueError(value)
-            cfg.logprobs = value.lower() in TRUE_WORDS
-        elif key == "loglikelihood":
-            if value.lower() not in ("echo",) + TRUE_WORDS + FALSE_WORDS:
-                raise ValueError(value)
-            cfg.loglikelihood = value.lower() not in FALSE_WORDS
-        cfg.check()
-    except ValueError:  # LLMSpecError too: name the value as the user wrote it
-        raise _bad_option(key, value) from None
+def _option_value(key: str, text: str) -> tuple[str, Any]:
+    """The field the spec option ``key=text`` sets and its value (``SPEC_WORDS``, then the
+    field's type and range); ``LLMSpecError`` naming the text as written and the accepted form."""
+    name, words = SPEC_WORDS.get(key, (key, None))
+    word = text if words is None else words.get(text.lower())
+    if word is not None:
+        try:
+            return name, convert(OpenAIConfig, name, word)
+        except OptionError:
+            pass
+    raise LLMSpecError(redact_credentials(f"bad value {text!r} for the LLM option {key!r}: use {OPTION_FORMS[key]}"))
 
 
 class _BadReply(Exception):

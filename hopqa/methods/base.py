@@ -2,47 +2,52 @@
 
 ``Method.answer`` validates the question, opens the trace and the usage account, runs the
 method's ``run`` and packs the result. A method talks to the world only through ``self.llm``
-(a traced LLM) and the retriever it is given (traced too), so every call lands in the trace
-and the usage. Errors never escape ``answer``: they come back as ``Answer.error`` with the
-partial trace (a batch of ten thousand questions must not stop on one); ``answer_or_raise``
-is the strict variant.
+(a traced LLM) and, for a ``RetrievingMethod``, ``self.retriever`` (traced too, required when
+it is built; ``with_retriever`` gives the same method over another one), so every call lands
+in the trace and the usage. Errors never escape ``answer``: they come back as
+``Answer.error`` with the partial trace (a batch of ten thousand questions must not stop on
+one); ``answer_or_raise`` is the strict variant.
 
-Methods register themselves by name (``@register("retrieve-then-read")``); CLI names are
-lowercase with hyphens, underscores accepted as aliases. The registry ``METHODS`` knows the
-built-in methods' names and modules (``BUILTIN_METHODS``) without importing them: a method's
-module is imported when its class is first asked for (``METHODS[name]``, ``get_method_class``,
-``build_method``), so a command pays only for the methods it uses (HGOT alone imports
-networkx; every method together took ~0.25 s of start-up). Listing the names imports nothing.
+Inputs: a method declares what it takes beyond the LLM and its config in ``components``
+(``retriever``, ``demos`` for a ``FewShotMethod``, GenSco's ``scorer``, HGOT's ``judge``,
+``embedder``, ``demo_set``), each a keyword of its constructor; ``hopqa.build`` makes them.
+A method never reads data files or the environment.
 
-Options: every config field is checked in one place, ``check_option``, whenever a config is
-made or changed (``MethodConfig.__post_init__`` and ``update``): its type (a whole number for an
-``int`` field, a finite number for a ``float``, ``true``/``false`` for a ``bool``) and, for a
-number, its range: ``field(metadata={"range": (low, high)})`` on the field if given, else
-``OPTION_RANGES`` by field name (one table for every method: a name means the same in each),
-else whole numbers must be at least 0. ``parse_option`` turns the text of ``--set KEY=VALUE``
-into the field's type and checks it.
+Methods register themselves by name (``@register("retrieve-then-read")``; a *preset* is one
+class under another name with config defaults changed: ``gensco-stop`` is GenSco with
+``variant="stop"``); CLI names are lowercase with hyphens, underscores accepted as aliases.
+The registry ``METHODS`` knows the built-in methods' names and modules (``BUILTIN_METHODS``)
+without importing them: a method's module is imported when its class is first asked for
+(``METHODS[name]``, ``get_method_class``, ``instantiate``), so a command pays only for the
+methods it uses (HGOT alone imports networkx; every method together took ~0.25 s of
+start-up). Listing the names imports nothing.
+
+Options: every config field is checked in one place, ``check_option`` (``hopqa.options``,
+the converter the LLM specs use too), whenever a config is made or changed
+(``MethodConfig.__post_init__`` and ``update``): its type (a whole number for an ``int``
+field, a finite number for a ``float``, ``true``/``false`` for a ``bool``, one of the choices
+for a ``Literal``) and, for a number, its range: ``field(metadata={"range": (low, high)})`` on
+the field if given, else ``OPTION_RANGES`` by field name (one table for every method: a name
+means the same in each), else whole numbers must be at least 0. ``parse_option`` turns the
+text of ``--set KEY=VALUE`` into the field's type and checks it.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
 import importlib
-import inspect
-import math
-import numbers
 import time
-import types
-import typing
-from collections.abc import Iterator, MutableMapping
-from dataclasses import Field, asdict, dataclass, fields
-from typing import Any, ClassVar
+from collections.abc import Iterator, MutableMapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, Self
 
-from hopqa.config import FALSE_WORDS, MAX_QUESTION_CHARS, TRUE_WORDS
+from hopqa.config import MAX_QUESTION_CHARS
 from hopqa.llm.base import LLMBase
+from hopqa.options import OptionError, check_value, convert
 from hopqa.retrieval.base import Retriever
 from hopqa.runtime import TracedRetriever, accounting, traced_llm, traced_retriever
 from hopqa.trace import Trace
-from hopqa.types import Answer, Passage, Usage
+from hopqa.types import Answer, Demo, Passage, Usage
 
 
 class MethodError(ValueError):
@@ -92,90 +97,34 @@ OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
 DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, None)
 
 
-def _field_kind(annotation: Any) -> tuple[type | None, bool]:
-    """``(bool | int | float | str | None, whether None is allowed)`` of a field's type."""
-    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
-        else (annotation,)
-    optional = type(None) in args
-    for kind in (bool, int, float, str):
-        if kind in args:
-            return kind, optional
-    return None, optional
+def option_range(config_cls: type[MethodConfig], name: str) -> tuple[float | None, float | None] | None:
+    """The allowed ``(low, high)`` of a numeric option: the field's ``metadata["range"]``, else
+    ``OPTION_RANGES``, else None (then whole numbers must be at least 0)."""
+    f = {f.name: f for f in fields(config_cls)}[name]
+    return tuple(f.metadata["range"]) if "range" in f.metadata else OPTION_RANGES.get(name)  # type: ignore[return-value]
 
 
-def option_range(f: Field[Any]) -> tuple[float | None, float | None] | None:
-    """The allowed ``(low, high)`` of a numeric field (see the module docstring), or None."""
-    if "range" in f.metadata:
-        return tuple(f.metadata["range"])  # type: ignore[return-value]
-    return OPTION_RANGES.get(f.name)
-
-
-def _describe(low: float | None, high: float | None) -> str:
-    if low is not None and high is not None:
-        return f"between {low} and {high}"
-    return f"at least {low}" if low is not None else f"at most {high}"
+def _method_error(config_cls: type[MethodConfig], exc: OptionError) -> MethodError:
+    known = exc.name in {f.name for f in fields(config_cls)}
+    return MethodError(str(exc) if known else f"{config_cls.__name__}: {exc}")
 
 
 def check_option(config_cls: type[MethodConfig], name: str, value: Any) -> None:
-    """Raise ``MethodError`` unless ``value`` suits the option ``name`` (type and range)."""
-    f = _fields_of(config_cls).get(name)
-    if f is None:
-        raise MethodError(f"{config_cls.__name__} has no option {name!r} "
-                          f"(options: {', '.join(sorted(_fields_of(config_cls)))})")
-    kind, optional = _field_kind(_hints_of(config_cls).get(name))
-    if value is None:
-        if optional or kind is None:
-            return
-        raise MethodError(f"option {name} needs a value")
-    if kind is bool and not isinstance(value, bool):
-        raise MethodError(f"option {name} must be true or false, not {value!r}")
-    if kind is int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-        raise MethodError(f"option {name} must be a whole number, not {value!r}")
-    if kind is float and (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                          or not math.isfinite(value)):
-        raise MethodError(f"option {name} must be a finite number, not {value!r}")
-    if kind is str and not isinstance(value, str):
-        raise MethodError(f"option {name} must be text, not {value!r}")
-    if kind in (int, float):
-        low, high = option_range(f) or (DEFAULT_INT_RANGE if kind is int else (None, None))
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise MethodError(f"option {name} must be {_describe(low, high)}, not {value!r}")
+    """Raise ``MethodError`` unless ``value`` suits the option ``name`` (type, range, choices):
+    ``hopqa.options.check_value`` with the ranges above."""
+    try:
+        check_value(config_cls, name, value, ranges=OPTION_RANGES, default_int_range=DEFAULT_INT_RANGE)
+    except OptionError as exc:
+        raise _method_error(config_cls, exc) from None
 
 
 def parse_option(config_cls: type[MethodConfig], name: str, text: str) -> Any:
     """The value of option ``name`` written as ``text`` (``--set name=text``), converted to the
     field's type and checked; ``none`` (or nothing) unsets an optional field."""
-    if name not in _fields_of(config_cls):
-        check_option(config_cls, name, None)  # raises: unknown option
-    kind, optional = _field_kind(_hints_of(config_cls).get(name))
-    word = text.strip()
-    value: Any = word
-    if optional and word.lower() in ("", "none", "null"):
-        value = None
-    elif kind is bool:
-        if word.lower() not in TRUE_WORDS + FALSE_WORDS:
-            raise MethodError(f"option {name} must be true or false, not {text!r}")
-        value = word.lower() in TRUE_WORDS
-    elif kind in (int, float):
-        try:
-            value = kind(word)
-        except ValueError:
-            noun = "a whole number" if kind is int else "a number"
-            raise MethodError(f"option {name} must be {noun}, not {text!r}") from None
-    elif kind is str:
-        value = text
-    check_option(config_cls, name, value)
-    return value
-
-
-@functools.cache
-def _fields_of(config_cls: type[MethodConfig]) -> dict[str, Field[Any]]:
-    return {f.name: f for f in fields(config_cls)}
-
-
-@functools.cache
-def _hints_of(config_cls: type[MethodConfig]) -> dict[str, Any]:
-    return typing.get_type_hints(config_cls)
+    try:
+        return convert(config_cls, name, text, ranges=OPTION_RANGES, default_int_range=DEFAULT_INT_RANGE)
+    except OptionError as exc:
+        raise _method_error(config_cls, exc) from None
 
 
 @dataclass
@@ -207,23 +156,28 @@ class Result:
 
 
 class Method:
-    """Base class; subclasses set ``name``, ``Config``, ``needs_retriever`` and implement ``run``."""
+    """Base class; subclasses set ``name``, ``Config`` and ``components`` and implement ``run``.
+
+    ``components`` names what the method takes beyond the LLM and its config, each a keyword
+    of its constructor: ``retriever`` (``RetrievingMethod``: required), ``demos`` (few-shot
+    demonstrations, ``FewShotMethod``), and a method's own (GenSco's ``scorer``, HGOT's
+    ``judge``, ``embedder`` and ``demo_set``). Whoever builds a method (``hopqa.build``)
+    reads it to know what to supply; nothing inspects constructor signatures."""
 
     name: ClassVar[str] = "method"
     Config: ClassVar[type[MethodConfig]] = MethodConfig
-    needs_retriever: ClassVar[bool] = False
+    components: ClassVar[frozenset[str]] = frozenset()
 
-    def __init__(self, llm: LLMBase, retriever: Retriever | None = None, config: MethodConfig | None = None) -> None:
+    def __init__(self, llm: LLMBase, config: MethodConfig | None = None) -> None:
         self.llm = traced_llm(llm)
-        self.retriever = traced_retriever(retriever)
         self.config = config if config is not None else self.Config()
 
     # -- to implement ----------------------------------------------------------------------
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:  # pragma: no cover
+    def run(self, question: str) -> Result:  # pragma: no cover
         raise NotImplementedError
 
     # -- public API ------------------------------------------------------------------------
-    def answer(self, question: str, retriever: Retriever | None = None) -> Answer:
+    def answer(self, question: str) -> Answer:
         """Answer one question; failures are returned in ``Answer.error`` with the trace."""
         usage = Usage()
         trace = Trace(question=question, method=self.name, config=asdict(self.config))
@@ -231,11 +185,8 @@ class Method:
         text, passages, error = "", [], None
         try:
             question = self.validate(question)
-            r = traced_retriever(retriever) if retriever is not None else self.retriever
-            if self.needs_retriever and r is None:
-                raise MethodError(f"the method {self.name!r} needs a retriever (a corpus or a candidate pool)")
             with accounting(usage), trace.activate():
-                result = self.run(question, r)
+                result = self.run(question)
             text, passages = result.answer, result.passages
         except Exception as exc:  # recorded, never lost: see the module docstring
             error = f"{type(exc).__name__}: {exc}"
@@ -246,9 +197,9 @@ class Method:
         return Answer(question=question, answer=text, method=self.name, passages=passages, trace=trace,
                       usage=usage, error=error)
 
-    def answer_or_raise(self, question: str, retriever: Retriever | None = None) -> Answer:
+    def answer_or_raise(self, question: str) -> Answer:
         """Like ``answer`` but raises ``RuntimeError`` when the method failed."""
-        ans = self.answer(question, retriever)
+        ans = self.answer(question)
         if ans.error:
             raise RuntimeError(ans.error)
         return ans
@@ -257,6 +208,52 @@ class Method:
     def validate(question: str) -> str:
         """The question with whitespace collapsed; ``MethodError`` if empty or too long."""
         return validate_question(question)
+
+
+def retrieves(method: Method | type[Method]) -> bool:
+    """Whether a method (or method class) takes a retriever."""
+    return "retriever" in method.components
+
+
+class RetrievingMethod(Method):
+    """A method that retrieves: its retriever is a required constructor argument (traced, so
+    every search lands in the trace and the usage). ``with_retriever`` gives the same method
+    over another retriever (the evaluation's per-question candidate pools)."""
+
+    components: ClassVar[frozenset[str]] = frozenset({"retriever"})
+
+    def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None) -> None:
+        super().__init__(llm, config)
+        if retriever is None:
+            raise MethodError(f"the method {self.name!r} needs a retriever (a corpus or a candidate pool)")
+        self.retriever: TracedRetriever = traced_retriever(retriever)
+
+    def with_retriever(self, retriever: Retriever) -> Self:
+        """A copy of this method searching ``retriever`` (everything else shared: LLM, config,
+        components). Cheap: what is costly to build was built once with the method."""
+        if retriever is None:
+            raise MethodError(f"the method {self.name!r} needs a retriever (a corpus or a candidate pool)")
+        bound = copy.copy(self)
+        bound.retriever = traced_retriever(retriever)
+        return bound
+
+
+class FewShotMethod(RetrievingMethod):
+    """A retrieving method whose prompts show ``config.shots`` demonstrations: they are its
+    ``demos`` argument (``hopqa.datasets.few_shot_demos(shots)``, given by whoever builds it),
+    of which it uses the first ``shots``; ``shots=0`` runs zero-shot without any."""
+
+    components: ClassVar[frozenset[str]] = frozenset({"retriever", "demos"})
+
+    def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
+                 demos: Sequence[Demo] | None = None) -> None:
+        super().__init__(llm, retriever, config)
+        shots: int = getattr(self.config, "shots", 0)
+        if shots > 0 and not demos:
+            raise MethodError(f"the method {self.name!r} shows shots={shots} demonstrations: pass "
+                              f"demos=hopqa.datasets.few_shot_demos({shots}) (or build it with hopqa.build), "
+                              "or set shots=0")
+        self.demos: tuple[Demo, ...] = tuple(demos or ())[:shots]
 
 
 def validate_question(question: str) -> str:
@@ -278,10 +275,10 @@ BUILTIN_METHODS: dict[str, str] = {
     "cot": "hopqa.methods.cot",
     "direct": "hopqa.methods.direct",
     "genread": "hopqa.methods.genread",
-    "gensco-max": "hopqa.methods.gensco",
-    "gensco-stop": "hopqa.methods.gensco",
-    "gensco-no-qd": "hopqa.methods.gensco",
-    "hgot": "hopqa.methods.hgot",
+    "gensco-max": "hopqa.methods.gensco.method",
+    "gensco-stop": "hopqa.methods.gensco.method",
+    "gensco-no-qd": "hopqa.methods.gensco.method",
+    "hgot": "hopqa.methods.hgot.method",
     "ircot": "hopqa.methods.ircot",
     "iter-retgen": "hopqa.methods.iter_retgen",
     "react": "hopqa.methods.react",
@@ -294,11 +291,16 @@ BUILTIN_METHODS: dict[str, str] = {
 class MethodRegistry(MutableMapping[str, "type[Method]"]):
     """Method classes by name. Names (iteration, ``in``, ``len``) come without imports; a
     built-in method's module is imported (and registers its classes) when its class is first
-    looked up. ``register`` adds to it, so methods defined elsewhere appear as well."""
+    looked up. ``register`` adds to it, so methods defined elsewhere appear as well.
+
+    A name may be a *preset*: a class with some config defaults changed
+    (``"gensco-stop"`` = GenSco with ``variant="stop"``), see ``register``."""
 
     def __init__(self, modules: dict[str, str]) -> None:
         self._modules = dict(modules)
         self._classes: dict[str, type[Method]] = {}
+        self._presets: dict[str, dict[str, Any]] = {}
+        self._docs: dict[str, str] = {}
 
     def __getitem__(self, name: str) -> type[Method]:
         cls = self._classes.get(name)
@@ -318,8 +320,8 @@ class MethodRegistry(MutableMapping[str, "type[Method]"]):
     def __delitem__(self, name: str) -> None:
         if name not in self:
             raise KeyError(name)
-        self._classes.pop(name, None)
-        self._modules.pop(name, None)
+        for table in (self._classes, self._modules, self._presets, self._docs):
+            table.pop(name, None)  # type: ignore[attr-defined]
 
     def __contains__(self, name: object) -> bool:
         return name in self._classes or name in self._modules
@@ -329,6 +331,16 @@ class MethodRegistry(MutableMapping[str, "type[Method]"]):
 
     def __len__(self) -> int:
         return len(self._modules.keys() | self._classes.keys())
+
+    def preset(self, name: str) -> dict[str, Any]:
+        """The config defaults the name changes (empty for a plain method)."""
+        self[name]  # imports the module that registers it
+        return dict(self._presets.get(name, {}))
+
+    def doc(self, name: str) -> str:
+        """One line describing the method registered as ``name``."""
+        cls = self[name]
+        return self._docs.get(name) or (cls.__doc__ or "").strip().splitlines()[0]
 
     def loaded(self) -> list[str]:
         """The names whose classes are imported already."""
@@ -341,12 +353,20 @@ class MethodRegistry(MutableMapping[str, "type[Method]"]):
 METHODS: MethodRegistry = MethodRegistry(BUILTIN_METHODS)
 
 
-def register(name: str):  # type: ignore[no-untyped-def]
-    """Class decorator: make a method available under ``name`` (lowercase, hyphens)."""
+def register(name: str, *, preset: dict[str, Any] | None = None, doc: str = ""):  # type: ignore[no-untyped-def]
+    """Class decorator: make a method available under ``name`` (lowercase, hyphens).
+
+    ``preset`` registers the class again under another name with some config defaults changed
+    (a variant: stack one decorator per name); ``doc`` describes that name in ``hopqa methods``."""
 
     def deco(cls: type[Method]) -> type[Method]:
         cls.name = name
         METHODS[name] = cls
+        if preset:
+            cls.Config(**preset)  # a bad preset fails at import, not at the first question
+            METHODS._presets[name] = dict(preset)
+        if doc:
+            METHODS._docs[name] = doc
         return cls
 
     return deco
@@ -365,26 +385,26 @@ def get_method_class(name: str) -> type[Method]:
     return METHODS[key]
 
 
-def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
-                 components: dict[str, Any] | None = None, **options: Any) -> Method:
-    """Instantiate a registered method with its default config updated by ``options``.
-
-    ``components`` are extra constructor arguments some methods take (GenSco's ``scorer``,
-    HGOT's ``judge`` and ``embedder``); a component the method does not take is an error."""
+def method_config(name: str, **options: Any) -> MethodConfig:
+    """The config of the method registered as ``name``: its defaults, its preset, then
+    ``options`` (each checked; ``None`` values ignored)."""
     cls = get_method_class(name)
-    config = cls.Config().update(**options)
-    extra = {k: v for k, v in (components or {}).items() if v is not None}
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "llm", "retriever", "config"}
-    unknown = set(extra) - accepted
+    return cls.Config(**METHODS.preset(normalize_name(name))).update(**options)
+
+
+def instantiate(name: str, llm: LLMBase, config: MethodConfig | None = None, **components: Any) -> Method:
+    """The method registered as ``name`` with ``config`` (default: ``method_config(name)``) and
+    its ``components`` by keyword. A component given as ``None`` counts as not given; one the
+    method does not declare is an error (``MethodError``), as is a missing retriever."""
+    cls = get_method_class(name)
+    given = {k: v for k, v in components.items() if v is not None}
+    unknown = set(given) - cls.components
     if unknown:
-        raise MethodError(f"the method {name!r} takes no {', '.join(sorted(unknown))} "
-                          f"(it takes: {', '.join(sorted(accepted)) or 'nothing extra'})")
-    return cls(llm, retriever, config, **extra)
-
-
-def takes_component(name: str, component: str) -> bool:
-    """Whether the method's constructor accepts ``component`` (e.g. GenSco's ``scorer``)."""
-    return component in inspect.signature(get_method_class(name).__init__).parameters
+        raise MethodError(f"the method {normalize_name(name)!r} takes no {', '.join(sorted(unknown))} "
+                          f"(it takes: {', '.join(sorted(cls.components)) or 'nothing beyond the LLM'})")
+    if "retriever" in cls.components and "retriever" not in given:
+        raise MethodError(f"the method {normalize_name(name)!r} needs a retriever (a corpus or a candidate pool)")
+    return cls(llm, config=config if config is not None else method_config(name), **given)  # type: ignore[call-arg]
 
 
 def known_options(name: str) -> set[str]:

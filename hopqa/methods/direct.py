@@ -12,7 +12,6 @@ from typing import ClassVar
 
 from hopqa.methods.base import Method, MethodConfig, Result, register
 from hopqa.methods.parsing import extract_answer
-from hopqa.runtime import TracedRetriever
 from hopqa.trace import Step, step
 
 #: Direct prompt (the "Direct" / "standard prompting" baseline of the papers).
@@ -41,7 +40,7 @@ class OnePrompt(Method):
     #: The name of the model's reply in the step's outputs.
     REPLY: ClassVar[str]
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
+    def run(self, question: str) -> Result:
         with step(self.STEP, question=question) as s:
             gen = self.llm.generate(self.PROMPT.format(question=question), max_tokens=self.config.max_tokens,
                                     temperature=self.config.temperature, stop=list(self.STOP))

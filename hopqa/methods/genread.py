@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from hopqa.llm.base import LLMBase
 from hopqa.methods.base import Method, MethodConfig, Result, register
 from hopqa.methods.retrieve_read import Reader
-from hopqa.runtime import TracedRetriever
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -87,7 +86,7 @@ class GenRead(Method):
     def reader(self) -> GenReadReader:
         return GenReadReader(max_tokens=self.config.max_tokens)
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
+    def run(self, question: str) -> Result:
         cfg = self.config
         with step("generate_documents", question=question, n=cfg.n_documents) as s:
             texts = self.generator.generate(self.llm, question)

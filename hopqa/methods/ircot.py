@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopqa.methods.base import Method, MethodConfig, Result, register
+from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.demos import chain_of_thought as demo_cot
-from hopqa.methods.demos import load_demos
 from hopqa.methods.parsing import extract_answer, first_sentence
 from hopqa.methods.retrieve_read import Reader
-from hopqa.runtime import TracedRetriever
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -57,17 +55,16 @@ class IRCoTConfig(MethodConfig):
 
 
 @register("ircot")
-class IRCoT(Method):
+class IRCoT(FewShotMethod):
     """Retrieve with each new chain-of-thought sentence, then read all paragraphs."""
 
     Config = IRCoTConfig
     config: IRCoTConfig
-    needs_retriever = True
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         cfg = self.config
-        demos = "\n\n".join(f"Q: {d.question}\nA: {demo_cot(d)}" for d in load_demos(cfg.shots))
+        demos = "\n\n".join(f"Q: {d.question}\nA: {demo_cot(d)}" for d in self.demos)
         best: dict[str, Passage] = {}
         with step("retrieve", query=question) as s:
             s.mark_hop(question, label="retrieve")

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopqa.methods.base import Method, MethodConfig, Result, register
-from hopqa.methods.demos import chain_of_thought, load_demos
+from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
+from hopqa.methods.demos import chain_of_thought
 from hopqa.methods.parsing import extract_answer
-from hopqa.runtime import TracedRetriever
 from hopqa.text import render_passages
 from hopqa.trace import step
 
@@ -34,17 +33,16 @@ class IterRetGenConfig(MethodConfig):
 
 
 @register("iter-retgen")
-class IterRetGen(Method):
+class IterRetGen(FewShotMethod):
     """T rounds of retrieve (question + last generation) then generate."""
 
     Config = IterRetGenConfig
     config: IterRetGenConfig
-    needs_retriever = True
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         cfg = self.config
-        demos = "\n\n".join(f"Question: {d.question}\nAnswer: {chain_of_thought(d)}" for d in load_demos(cfg.shots))
+        demos = "\n\n".join(f"Question: {d.question}\nAnswer: {chain_of_thought(d)}" for d in self.demos)
         generation, passages, answer = "", [], ""
         for t in range(1, max(1, cfg.iterations) + 1):
             with step("iteration", t=t) as s:

@@ -14,12 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from hopqa.methods.base import Method, MethodConfig, Result, register
-from hopqa.methods.demos import Demo, load_demos
+from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.parsing import clean_answer
 from hopqa.runtime import TracedRetriever
 from hopqa.trace import step
-from hopqa.types import Passage
+from hopqa.types import Demo, Passage
 
 #: Instruction (ReAct, Appendix C HotpotQA prompt, adapted to a passage retriever).
 REACT_PROMPT = (
@@ -92,17 +91,16 @@ class _State:
 
 
 @register("react")
-class ReAct(Method):
+class ReAct(FewShotMethod):
     """Thought / Action / Observation loop with Search, Lookup and Finish."""
 
     Config = ReActConfig
     config: ReActConfig
-    needs_retriever = True
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         cfg = self.config
-        demos = "\n\n".join(format_demo(d) for d in load_demos(cfg.shots))
+        demos = "\n\n".join(format_demo(d) for d in self.demos)
         transcript = ""
         state = _State()
         for n in range(1, cfg.max_steps + 1):

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from hopqa.llm.base import LLMBase
-from hopqa.methods.base import Method, MethodConfig, Result, register
+from hopqa.methods.base import MethodConfig, Result, RetrievingMethod, register
 from hopqa.methods.parsing import extract_answer
-from hopqa.runtime import TracedRetriever
 from hopqa.text import render_passages
 from hopqa.trace import step
 
@@ -71,19 +70,18 @@ class RetrieveReadConfig(MethodConfig):
 
 
 @register("retrieve-then-read")
-class RetrieveThenRead(Method):
+class RetrieveThenRead(RetrievingMethod):
     """One retrieval with the question, then read."""
 
     Config = RetrieveReadConfig
     config: RetrieveReadConfig
-    needs_retriever = True
 
     @property
     def reader(self) -> Reader:
         return Reader(READ_PROMPT, max_tokens=self.config.max_tokens, temperature=self.config.temperature)
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         with step("retrieve", query=question, k=self.config.k) as s:
             passages = retriever.search(question, self.config.k)
             s.output(passages=[p.to_dict() for p in passages])

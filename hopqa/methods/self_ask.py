@@ -16,14 +16,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hopqa.methods.base import Method, MethodConfig, Result, register
-from hopqa.methods.demos import Demo, load_demos
+from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
 from hopqa.runtime import TracedRetriever
 from hopqa.text import render_passages
 from hopqa.trace import step
-from hopqa.types import Passage
+from hopqa.types import Demo, Passage
 
 #: Instruction and transcript (Self-Ask, Figure 3 format).
 SELF_ASK_PROMPT = (
@@ -92,17 +91,16 @@ class SelfAskConfig(MethodConfig):
 
 
 @register("self-ask")
-class SelfAsk(Method):
+class SelfAsk(FewShotMethod):
     """Follow-up questions answered from retrieval, then the final answer."""
 
     Config = SelfAskConfig
     config: SelfAskConfig
-    needs_retriever = True
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         cfg = self.config
-        demos = "\n\n".join(format_demo(d) for d in load_demos(cfg.shots))
+        demos = "\n\n".join(format_demo(d) for d in self.demos)
         transcript = ""
         used: list[Passage] = []
         asked: set[str] = set()

@@ -48,10 +48,16 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hopqa.llm.base import LOGPROBS, Generation, LLMBase
-from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
+from hopqa.methods.base import (
+    MethodConfig,
+    MethodError,
+    Result,
+    RetrievingMethod,
+    register,
+)
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
 from hopqa.retrieval.base import Retriever
@@ -91,7 +97,7 @@ ROUTES = ("retrieve-then-read", "generate-then-read", "decompose")
 
 @dataclass
 class SelfDCConfig(MethodConfig):
-    confidence: str = "verb"
+    confidence: Literal["verb", "prob"] = "verb"
     alpha: float | None = None
     beta: float = 0.1
     depth: int = 3
@@ -175,18 +181,15 @@ def route(c: float, alpha: float, beta: float) -> str:
 
 
 @register("self-dc")
-class SelfDC(Method):
+class SelfDC(RetrievingMethod):
     """Self Divide-and-Conquer: confidence decides between generate, retrieve and decompose."""
 
     Config = SelfDCConfig
     config: SelfDCConfig
-    needs_retriever = True
 
-    def __init__(self, llm: LLMBase, retriever: Retriever | None = None, config: SelfDCConfig | None = None) -> None:
+    def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None) -> None:
         super().__init__(llm, retriever, config)
         cfg = self.config
-        if cfg.confidence not in ("verb", "prob"):
-            raise MethodError(f"confidence must be 'verb' or 'prob', not {cfg.confidence!r}")
         if cfg.confidence == "prob" and not self.llm.supports(LOGPROBS):
             hint = self.llm.capability_hint(LOGPROBS)
             raise MethodError(f"Self-DC with confidence=prob needs token logprobs and {self.llm.name!r} does not "
@@ -204,8 +207,8 @@ class SelfDC(Method):
                                  top_p=cfg.top_p, **kw)
 
     # -- Figure 3 ----------------------------------------------------------------------------------------
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         answer, passages = self.solve(question, 0, retriever)
         return Result(answer=answer, passages=passages)
 

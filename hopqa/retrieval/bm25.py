@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hopqa.config import VERSION, write_atomic
+from hopqa.console import progress_bar
 from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, file_stat, read_corpus
 from hopqa.retrieval.base import RetrieverBase
 from hopqa.types import Passage
@@ -199,14 +200,12 @@ class BM25Retriever(RetrieverBase):
               backend: str = "auto") -> BM25Retriever:
         """Index passages (title and text). Raises ``NothingToIndexError`` (a ``ValueError``) if
         none has an indexable word."""
-        from tqdm.auto import tqdm
-
         plist = [Passage(id=p.id, title=p.title, text=p.text) for p in passages]
         if not plist:
             raise NothingToIndexError("cannot build a BM25 index over an empty corpus (no passage with text)")
         vocab: dict[str, int] = {}
         ids: list[list[int]] = []
-        for p in tqdm(plist, desc="tokenizing", unit=" passages", disable=not progress, mininterval=0.5):
+        for p in progress_bar(desc="tokenizing", enabled=progress, iterable=plist, unit=" passages", mininterval=0.5):
             ids.append([vocab.setdefault(t, len(vocab)) for t in tokenize(f"{p.title} {p.text}")])
         if not vocab:
             raise NothingToIndexError("no passage has an indexable word (all empty or stopwords)")
@@ -388,13 +387,11 @@ def verify_files(d: Path, meta: dict[str, Any], checksums: bool = True) -> None:
 def build_index(corpus_path: str | Path, out_dir: str | Path, progress: bool = True, k1: float = 1.5,
                 b: float = 0.75, backend: str = "auto") -> BM25Retriever:
     """Read a corpus file (skipping bad lines), dedupe it, index it and save it to ``out_dir``."""
-    from tqdm.auto import tqdm
-
     path = Path(corpus_path)
     stat, fingerprint = file_stat(path), corpus_fingerprint(path)
     stats = CorpusStats()
-    raw = list(tqdm(read_corpus(path, stats), desc="reading corpus", unit=" passages", disable=not progress,
-                    mininterval=0.5, leave=False))  # cleared when done: an error after it stands alone
+    raw = list(progress_bar(desc="reading corpus", enabled=progress, iterable=read_corpus(path, stats),
+                            unit=" passages", mininterval=0.5, leave=False))  # cleared when done: an error after it stands alone
     passages = dedupe(raw)
     retriever = BM25Retriever.build(passages, k1=k1, b=b, progress=progress, backend=backend)
     retriever.meta.update({"corpus": str(path.resolve()), "fingerprint": fingerprint, "corpus_stat": stat,

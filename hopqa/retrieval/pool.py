@@ -160,3 +160,17 @@ class CandidatePool(RetrieverBase):
             out.append([dataclasses.replace(self._passages[row], score=score)
                         for row, score in (hits + rest)[:k]])
         return out
+
+
+class UnboundPool(RetrieverBase):
+    """The retriever of a method built for the distractor setting, before any question: each
+    question's own paragraphs take its place (``hopqa.evaluation.runner`` binds a
+    ``CandidatePool`` per question with ``method.with_retriever``). Searching it is an error
+    naming what to do, never an empty result."""
+
+    name = "own paragraphs (unbound)"
+
+    def search(self, query: str, k: int = 5) -> list[Passage]:
+        raise LookupError("this method was built without a retriever: give it one (a corpus, an index or a "
+                          "CandidatePool of the question's paragraphs), or evaluate it in the distractor setting, "
+                          "which binds each question's own paragraphs")

@@ -48,12 +48,19 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from hopqa.llm.base import LOGLIKELIHOOD, LLMBase
-from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
-from hopqa.methods.demos import load_demos
-from hopqa.methods.gensco_prompts import (
+from hopqa.methods.base import (
+    FewShotMethod,
+    MethodConfig,
+    MethodError,
+    Result,
+    register,
+)
+from hopqa.methods.gensco.prompts import (
     ANSWER_INSTRUCTION,
     ANSWER_PROMPT,
     ANSWER_PROMPT_ZERO_SHOT,
@@ -67,12 +74,11 @@ from hopqa.methods.gensco_prompts import (
 )
 from hopqa.methods.parsing import clean_answer, extract_answer
 from hopqa.retrieval.base import Retriever
-from hopqa.runtime import TracedRetriever, traced_llm
+from hopqa.runtime import traced_llm
 from hopqa.text import normalize_answer, render_passage, render_passages
 from hopqa.trace import step
-from hopqa.types import Passage
+from hopqa.types import Demo, Passage
 
-VARIANTS = ("max", "stop", "no-qd")
 _FIN_TAG = re.compile(r"<\s*(?:/\s*)?fin\s*>", re.IGNORECASE)
 _ECHO = re.compile(r"\s*(?:sub\s*question|question)\s*(?:\d+\s*)?[:.)-]\s*", re.IGNORECASE)
 _NEXT_LABEL = re.compile(r"(?:subcontext|subquestion)\s*\d+\s*:", re.IGNORECASE)
@@ -82,11 +88,11 @@ _SUBQUESTION_LINE = re.compile(r"^\s*sub\s*question\s*\d+\s*:(.*)$", re.IGNORECA
 
 @dataclass
 class GenScoConfig(MethodConfig):
-    variant: str = "max"
+    variant: Literal["max", "stop", "no-qd"] = "max"
     shuffled: bool = False
     max_levels: int = 5
     k: int = 20
-    nll: str = "mean"
+    nll: Literal["mean", "sum"] = "mean"
     keep_selected: bool = True
     stop_from_level: int = 2
     shots: int = 2
@@ -129,21 +135,27 @@ def parse_subquestion(text: str) -> str | None:
     return line or None
 
 
-class GenSco(Method):
-    """Generator decomposes, scorer picks one passage per sub-question (greedy passage sequence)."""
+@register("gensco-max", preset={"variant": "max"},
+          doc="GenSco-max: stop on <FIN></FIN>, a repeated sub-question or max_levels.")
+@register("gensco-stop", preset={"variant": "stop"},
+          doc="GenSco-stop: GenSco-max plus the scorer's likelihood stopping criterion (Eq. 1).")
+@register("gensco-no-qd", preset={"variant": "no-qd"},
+          doc="GenSco-no-QD: score with the question itself, stop when the best passage repeats (Eq. 4).")
+class GenSco(FewShotMethod):
+    """Generator decomposes, scorer picks one passage per sub-question (greedy passage sequence).
+
+    One class for the paper's three variants (``config.variant``), registered as the presets
+    ``gensco-max``, ``gensco-stop`` and ``gensco-no-qd``; ``name`` follows the variant."""
 
     Config = GenScoConfig
     config: GenScoConfig
-    needs_retriever = True
+    components = FewShotMethod.components | {"scorer"}
 
-    def __init__(self, llm: LLMBase, retriever: Retriever | None = None, config: GenScoConfig | None = None,
-                 scorer: LLMBase | None = None) -> None:
-        super().__init__(llm, retriever, config)
+    def __init__(self, llm: LLMBase, retriever: Retriever, config: GenScoConfig | None = None, *,
+                 demos: Sequence[Demo] | None = None, scorer: LLMBase | None = None) -> None:
+        super().__init__(llm, retriever, config, demos=demos)
         cfg = self.config
-        if cfg.variant not in VARIANTS:
-            raise MethodError(f"GenSco variant must be one of {', '.join(VARIANTS)}, not {cfg.variant!r}")
-        if cfg.nll not in ("mean", "sum"):
-            raise MethodError(f"nll must be 'mean' or 'sum', not {cfg.nll!r}")
+        self.name = f"gensco-{cfg.variant}"  # type: ignore[misc]
         self.scorer = traced_llm(scorer) if scorer is not None else self.llm
         if not self.scorer.supports(LOGLIKELIHOOD):
             hint = self.scorer.capability_hint(LOGLIKELIHOOD)
@@ -191,7 +203,7 @@ class GenSco(Method):
         """Table 6: (answer, raw output, how it was parsed)."""
         cfg = self.config
         context = render_passages(passages, max_words=cfg.max_passage_words, **CONTEXT_FORMAT) or "(no passage selected)"
-        demos = load_demos(cfg.shots) if cfg.shots > 0 else []
+        demos = self.demos
         if demos:
             shots = "\n\n".join(ANSWER_SHOT.format(question=d.question, answer=d.answer,
                                                    context=render_passages(d.passages, max_words=cfg.max_passage_words, **CONTEXT_FORMAT))
@@ -204,8 +216,8 @@ class GenSco(Method):
         return clean_answer(answer), raw, how if demos else how + " (zero-shot: no training file for shots)"
 
     # -- Algorithm 1 -----------------------------------------------------------------------------------
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
+    def run(self, question: str) -> Result:
+        retriever = self.retriever
         cfg = self.config
         with step("candidates", query=question, k=cfg.k) as s:
             candidates = retriever.search(question, cfg.k)
@@ -274,33 +286,3 @@ class GenSco(Method):
                                passages=[pool[best]])
             outer.output(stop_reason=reason, subquestions=subquestions, selected=[p.id for p in selected])
         return selected, subquestions
-
-
-@dataclass
-class GenScoStopConfig(GenScoConfig):
-    variant: str = "stop"
-
-
-@dataclass
-class GenScoNoQDConfig(GenScoConfig):
-    variant: str = "no-qd"
-
-
-@register("gensco-max")
-class GenScoMax(GenSco):
-    """GenSco-max: stop on <FIN></FIN>, a repeated sub-question or max_levels."""
-
-
-@register("gensco-stop")
-class GenScoStop(GenSco):
-    """GenSco-stop: GenSco-max plus the scorer's likelihood stopping criterion (Eq. 1)."""
-
-    Config = GenScoStopConfig
-
-
-@register("gensco-no-qd")
-class GenScoNoQD(GenSco):
-    """GenSco-no-QD: score with the question itself, stop when the best passage repeats (Eq. 4)."""
-
-    Config = GenScoNoQDConfig
-

@@ -33,34 +33,39 @@ w = 0.2, 0.55, 0.25; K = 7) except the sample count: m = 3 instead of 20, since 
 a full generation on the embedded model (set ``samples=20`` for the paper's setting).
 
 Demonstrations (``demo_source``): ``paper`` (default) uses the paper's own Appendix C examples;
-``bootstrap`` builds them DSP-style from a training split as in Appendix D (``hgot_demos``:
-runs of HGOT on ``bootstrap_examples`` examples of ``bootstrap_dataset`` whose prediction
-matches gold, citation-format and dependency-format filters, IQR filter on step length; cached
-on disk and resumable) and picks ``num_demos`` per prompt by ``demo_selection``: ``sampling``
-(balanced over answer classes, seeded by ``seed``: "HGOT+Sampling") or ``knn`` (nearest
-questions by sentence embedding: "HGOT+KNN"). A prompt kind with no bootstrapped
-demonstration falls back to the Appendix C ones, noted in the trace. Bootstrapping runs once,
-before the first question, outside that question's trace and usage; it is not free: it is a
-full HGOT run per training example (prebuild it with ``hopqa demos``).
+``bootstrap`` takes the demonstrations bootstrapped DSP-style from a training split as in
+Appendix D, ready, as the ``demo_set`` argument (made by ``hopqa.bootstrap``, a client of this
+method: runs of HGOT on ``bootstrap_examples`` examples of ``bootstrap_dataset`` whose
+prediction matches gold, the candidates read from their traces, citation-format and
+dependency-format filters, IQR filter on step length; cached on disk and resumable; ``hopqa.build``
+runs it when it builds the method) and picks ``num_demos`` per prompt by ``demo_selection``:
+``sampling`` (balanced over answer classes, seeded by ``seed``: "HGOT+Sampling") or ``knn``
+(nearest questions by sentence embedding: "HGOT+KNN"); see ``demos``. A prompt kind with no
+bootstrapped demonstration falls back to the Appendix C ones, noted in the trace. The
+``rewrite`` step records the context it showed the model, so its trace holds every Appendix D
+candidate.
 """
 
 from __future__ import annotations
 
-import contextvars
-import itertools
 import re
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import networkx as nx
 
 from hopqa.llm.base import GenerationRequest
-from hopqa.methods import hgot_demos
-from hopqa.methods.base import Method, MethodConfig, MethodError, Result, register
-from hopqa.methods.hgot_prompts import (
+from hopqa.methods.base import (
+    MethodConfig,
+    MethodError,
+    Result,
+    RetrievingMethod,
+    register,
+)
+from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
+from hopqa.methods.hgot.graph import build_graph, parse_dependencies, parse_steps
+from hopqa.methods.hgot.prompts import (
     CONTEXT_FORMAT,
     FORMALIZE_PROMPT,
     PLAN_DEMOS,
@@ -76,7 +81,7 @@ from hopqa.methods.hgot_prompts import (
     REWRITE_INSTRUCTIONS,
     REWRITE_PROMPT,
 )
-from hopqa.methods.hgot_quality import (
+from hopqa.methods.hgot.quality import (
     Thought,
     citation_quality,
     normalize_scores,
@@ -88,7 +93,7 @@ from hopqa.methods.hgot_quality import (
 )
 from hopqa.methods.parsing import extract_answer
 from hopqa.runtime import TracedRetriever
-from hopqa.text import normalize_answer, render_passage, render_passages
+from hopqa.text import render_passage, render_passages
 from hopqa.trace import current_step, step, submit
 from hopqa.types import Passage
 
@@ -122,8 +127,8 @@ class HGOTConfig(MethodConfig):
     max_passage_words: int = 80
     max_tokens: int = 160
     complete_answer: bool = True
-    demo_source: str = "paper"
-    demo_selection: str = "sampling"
+    demo_source: Literal["paper", "bootstrap"] = "paper"
+    demo_selection: Literal["sampling", "knn"] = "sampling"
     num_demos: int = 2
     bootstrap_dataset: str = "hotpotqa:train"
     bootstrap_examples: int = 20
@@ -148,119 +153,28 @@ class Node:
     context: list[Scored] = field(default_factory=list)
 
 
-# -- dependency parsing ---------------------------------------------------------------------------
-#: A step header "Step 3:" / "step 3." / "Step 3)" / "Step 3 -".
-_STEP_HEADER = re.compile(r"step\s*(\d+)\s*[:.)-]", re.IGNORECASE)
-#: Where the steps end: a line starting with "Dependencies" (a plan's second field).
-_DEPENDENCIES_LINE = re.compile(r"(?<=\n)[^\S\n]*dependenc", re.IGNORECASE)
-_NUM = re.compile(r"step\s*(\d+)", re.IGNORECASE)
-#: Step numbers longer than this are noise (and ``int`` refuses more than 4,300 digits).
-MAX_STEP_DIGITS = 6
-
-
-def _step_number(digits: str) -> int | None:
-    """The step number written as ``digits``, or None when it is absurdly long."""
-    return int(digits) if len(digits) <= MAX_STEP_DIGITS else None
-
-
-def parse_steps(text: str, max_steps: int = 10) -> list[str]:
-    """``Step 1: ... Step 2: ...`` (one line or many) -> the step questions, in order.
-
-    A step's question is the text up to the next step header; the steps end at a line starting
-    with "Dependencies". A repeated number keeps its first question; an empty question or an
-    absurd number (more than ``MAX_STEP_DIGITS`` digits) is skipped. Linear in the text."""
-    end = _DEPENDENCIES_LINE.search(text)
-    body = text[: end.start()] if end else text
-    headers = list(_STEP_HEADER.finditer(body))
-    steps: dict[int, str] = {}
-    for h, nxt in zip(headers, [*headers[1:], None]):
-        n = _step_number(h.group(1))
-        q = " ".join(body[h.end(): nxt.start() if nxt else len(body)].split())
-        if n is not None and q and n not in steps:
-            steps[n] = q
-    return [steps[n] for n in sorted(steps)][:max_steps]
-
-
-def _step_numbers(text: str, n_steps: int, notes: list[str]) -> list[int]:
-    """The distinct step numbers named in ``text`` that exist (1..n_steps), in order; the others
-    are noted as missing steps."""
-    found: dict[int, None] = {}
-    for digits in _NUM.findall(text):
-        n = _step_number(digits)
-        if n is None:
-            notes.append(f"a step number of {len(digits)} digits ignored")
-        elif 1 <= n <= n_steps:
-            found[n] = None
-        else:
-            notes.append(f"Step {n} names a missing step: dropped")
-    return list(found)
-
-
-def parse_dependencies(text: str, n_steps: int) -> tuple[list[tuple[int, int]], list[str]]:
-    """Edges (a, b) meaning 'step b depends on step a', from formal (``Step 1 -> Step 2``,
-    ``Step 1 -> (Step 2 and Step 3)``, ``(Step 1 and Step 2) -> Step 3``) or descriptive
-    (``Step 2 depends on Step 1``) text; plus notes on what was dropped (each note once). Only
-    edges from a lower to a higher existing step are kept, so the graph is acyclic. Linear in
-    the text: numbers of missing steps are dropped before pairing."""
-    edges: list[tuple[int, int]] = []
-    notes: list[str] = []
-    for clause in re.split(r"[;\n]|\.(?!\d)", text):
-        clause = clause.strip()
-        if not clause or clause.lower() in ("none", "no dependencies", "n/a"):
-            continue
-        if "->" in clause:
-            sides = [_step_numbers(part, n_steps, notes) for part in clause.split("->")]
-            for left, right in itertools.pairwise(sides):
-                edges += [(a, b) for a in left for b in right]
-        elif m := re.search(r"depends?\s+(?:up)?on", clause, re.IGNORECASE):
-            heads, tails = _step_numbers(clause[: m.start()], n_steps, notes), _step_numbers(clause[m.end():], n_steps, notes)
-            edges += [(a, b) for b in heads for a in tails]
-        elif _NUM.search(clause):
-            notes.append(f"unparsed dependency text: {clause!r}")
-    kept: dict[tuple[int, int], None] = {}
-    for a, b in edges:
-        if a == b:
-            notes.append(f"self-loop Step {a} dropped")
-        elif a > b:
-            notes.append(f"edge Step {a} -> Step {b} goes backwards: dropped (a step can only depend on lower steps)")
-        else:
-            kept[(a, b)] = None
-    return list(kept), list(dict.fromkeys(notes))
-
-
-def build_graph(steps: list[str], edges: list[tuple[int, int]]) -> nx.DiGraph:
-    g = nx.DiGraph()
-    for i, q in enumerate(steps, 1):
-        g.add_node(i, question=q)
-    g.add_edges_from(edges)
-    return g
-
-
 # -- the method ------------------------------------------------------------------------------------
 @register("hgot")
-class HGOT(Method):
+class HGOT(RetrievingMethod):
     """Hierarchical Graph of Thoughts: probe, plan a DAG, search it recursively, infer."""
 
     Config = HGOTConfig
     config: HGOTConfig
-    needs_retriever = True
 
-    def __init__(self, llm: Any, retriever: Any = None, config: HGOTConfig | None = None,
-                 judge: Any = None, embedder: Any = None) -> None:
+    components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
+
+    def __init__(self, llm: Any, retriever: Any, config: HGOTConfig | None = None, *,
+                 judge: Any = None, embedder: Any = None, demo_set: DemoSet | None = None) -> None:
         super().__init__(llm, retriever, config)
         from hopqa.nli import LLMJudge
 
         self.judge = judge if judge is not None else LLMJudge(self.llm)
         self._embedder = embedder
         cfg = self.config
-        if cfg.demo_source not in ("paper", "bootstrap"):
-            raise MethodError(f"demo_source must be 'paper' or 'bootstrap', not {cfg.demo_source!r}")
-        if cfg.demo_selection not in ("sampling", "knn"):
-            raise MethodError(f"demo_selection must be 'sampling' or 'knn', not {cfg.demo_selection!r}")
-        self.demo_set: hgot_demos.DemoSet | None = None
-        self.demo_file: Path | None = None  # the bootstrap's runs file, once prepared
-        self._demo_lock = threading.Lock()
-        self.progress = True  # progress bar while bootstrapping demonstrations
+        if cfg.demo_source == "bootstrap" and demo_set is None:
+            raise MethodError("HGOT with demo_source=bootstrap takes its bootstrapped demonstrations ready: build it "
+                              "with hopqa.build, or pass demo_set=hopqa.bootstrap.bootstrap_hgot(...).demo_set")
+        self.demo_set = demo_set if cfg.demo_source == "bootstrap" else None
 
     @property
     def embedder(self) -> Any:
@@ -270,13 +184,12 @@ class HGOT(Method):
             self._embedder = default_embedder()
         return self._embedder
 
-    def run(self, question: str, retriever: TracedRetriever | None) -> Result:
-        assert retriever is not None
-        if self.config.demo_source == "bootstrap":
+    def run(self, question: str) -> Result:
+        if self.demo_set is not None:
             with step("demonstrations", source=self.config.bootstrap_dataset, selection=self.config.demo_selection) as s:
-                demos = self.prepare_demos(retriever.inner)
-                s.output(predict=len(demos.predict), plan=len(demos.plan), rewrite=len(demos.rewrite), **demos.stats)
-        node = self.traverse(question, 0, retriever)
+                ds = self.demo_set
+                s.output(predict=len(ds.predict), plan=len(ds.plan), rewrite=len(ds.rewrite), **ds.stats)
+        node = self.traverse(question, 0, self.retriever)
         return Result(answer=node.answer, passages=[s.passage for s in node.context])
 
     # -- demonstrations (Appendix D) ---------------------------------------------------------------
@@ -284,7 +197,7 @@ class HGOT(Method):
         """Rendered demonstrations for one prompt (``predict``, ``plan``, ``reflect``, ``rewrite``)."""
         paper = {"predict": PREDICT_DEMOS, "plan": PLAN_DEMOS, "reflect": REFLECT_DEMOS, "rewrite": REWRITE_DEMOS}[kind]
         ds = self.demo_set
-        if self.config.demo_source == "paper" or ds is None:
+        if ds is None:
             return paper
         pool: list[Any] = {"predict": ds.predict, "plan": ds.plan, "reflect": ds.plan, "rewrite": ds.rewrite}[kind]
         if not pool:
@@ -293,58 +206,10 @@ class HGOT(Method):
             return paper
         n = self.config.num_demos
         if self.config.demo_selection == "knn":
-            chosen = hgot_demos.select_knn(pool, question, n, self.embedder)
+            chosen = select_knn(pool, question, n, self.embedder)
         else:
-            chosen = hgot_demos.select_balanced(pool, n, self.config.seed)
+            chosen = select_balanced(pool, n, self.config.seed)
         return [d.render_reflect() if kind == "reflect" else d.render() for d in chosen]
-
-    def prepare_demos(self, retriever: Any = None) -> hgot_demos.DemoSet:
-        """Bootstrap (or load from the cache) the demonstrations, once per method instance."""
-        with self._demo_lock:
-            if self.demo_set is None:
-                # a fresh context: the bootstrap runs are not part of the current question's trace or usage
-                self.demo_set = contextvars.Context().run(self._bootstrap, retriever)
-            return self.demo_set
-
-    def bootstrap_file(self, retriever: Any = None) -> Path:
-        """Where the runs of this LLM / training split / configuration are recorded. The
-        retriever is part of the key only when given, i.e. when some training example has no
-        paragraphs of its own."""
-        from hopqa.config import default_home
-
-        cfg = self.config
-        shaping = {k: v for k, v in vars(cfg).items()
-                   if not k.startswith(("demo_", "bootstrap_")) and k not in ("num_demos", "seed")}
-        key = hgot_demos.cache_key(llm=self.llm.identity(), dataset=cfg.bootstrap_dataset, config=shaping,
-                                   retriever=getattr(retriever, "name", None) if retriever is not None else None)
-        root = Path(cfg.demo_cache) if cfg.demo_cache else default_home() / "demos"
-        return root / f"hgot-{cfg.bootstrap_dataset.replace(':', '-')}-{key}.jsonl"
-
-    def _bootstrap(self, retriever: Any) -> hgot_demos.DemoSet:
-        from hopqa.datasets import DatasetError, load_dataset
-        from hopqa.retrieval.pool import CandidatePool
-
-        cfg = self.config
-        name, _, split = cfg.bootstrap_dataset.partition(":")
-        try:
-            examples = load_dataset(name, split or "train", limit=cfg.bootstrap_examples)
-        except DatasetError as exc:
-            raise MethodError(f"cannot bootstrap HGOT demonstrations from {cfg.bootstrap_dataset!r}: {exc}") from exc
-        runner = HGOT(self.llm, retriever, replace(cfg, demo_source="paper"), judge=self.judge, embedder=self._embedder)
-
-        def run(ex: Any) -> tuple[str, list[dict[str, Any]], str | None]:
-            r = CandidatePool(ex.paragraphs) if ex.paragraphs else retriever
-            if r is None:
-                return "", [], "the example has no paragraphs and no retriever was given"
-            with hgot_demos.recording() as records:
-                ans = runner.answer(ex.question, r)
-            return ans.answer, list(records), ans.error
-
-        path = self.bootstrap_file(retriever if any(not ex.paragraphs for ex in examples) else None)
-        self.demo_file = path
-        demos = hgot_demos.bootstrap(examples, run, path, progress=self.progress)
-        hgot_demos.save_demo_set(demos, path.with_suffix(".demos.json"))
-        return demos
 
     # -- Algorithm 1 ---------------------------------------------------------------------------
     def traverse(self, q: str, d: int, retriever: TracedRetriever) -> Node:
@@ -434,10 +299,6 @@ class HGOT(Method):
             nu_bar = []
         if not answer:
             s.note("no sample gave a parseable answer")
-        else:
-            best = max((t for t in thoughts if normalize_answer(t.answer) == normalize_answer(answer)), key=lambda t: t.rho)
-            hgot_demos.record("predict", question=q, rationale=best.rationale, answer=best.answer,
-                              context=[render_passage(x.passage, i + 1, max_words=30) for i, x in enumerate(context)])
         s.output(samples=[t.to_dict() for t in thoughts], votes=votes, answer=answer, ci=round(ci, 4),
                  passages=[x.passage.id for x in context], sigma_before=before,
                  sigma_after=[round(x.sigma, 4) for x in context], nu_bar=[round(v, 4) for v in nu_bar])
@@ -522,9 +383,6 @@ class HGOT(Method):
             if len(steps) > 1 and not edges and (formal or described):
                 s.note("no usable dependency: the steps are treated as independent")
             graph = build_graph(steps, edges)
-            if steps:
-                hgot_demos.record("plan", question=q, steps=steps, dependencies=described or ("None" if len(steps) == 1 else ""),
-                                  context=[render_passage(x.passage, i + 1, max_words=30) for i, x in enumerate(context[:3])])
             s.output(raw=out, steps=steps, dependencies=described, formal=formal, edges=[list(e) for e in edges],
                      levels=[sorted(g) for g in nx.topological_generations(graph)])
             return graph
@@ -559,10 +417,9 @@ class HGOT(Method):
                                                           demos="\n\n---\n\n".join(self.demos("rewrite", original)),
                                                           context=context),
                                     max_tokens=60, stop=["\n"]).text.strip()
-            rewritten = out if len(out) > 3 else original
-            if rewritten is original:
+            if len(out) <= 3:
                 s.note("empty rewrite: the step is kept as it is")
-            else:
-                hgot_demos.record("rewrite", question=original, context_text=context, rewrite=rewritten)
-            s.output(original=original, rewritten=rewritten)
-            return rewritten
+                s.output(original=original, rewritten=original)
+                return original
+            s.output(original=original, rewritten=out, context=context)  # context: what Appendix D's Rewrite demo shows
+            return out

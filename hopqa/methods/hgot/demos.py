@@ -16,15 +16,11 @@ demonstrations) and Rewrite (context, rewrite). Then the filters of Appendix D:
   length (in words) is an upper IQR outlier over all candidate plans' steps (longer than
   Q3 + 1.5·IQR) is dropped: such steps tend to restate the whole question.
 
-Runs are recorded example by example in a JSON-lines file in the demo cache (``hopqa.jsonl``,
-the evaluation runner's format: durable appends; a torn last line, from a kill, stays on a line
-of its own that is skipped),
-keyed by the LLM, the training split and the HGOT settings that shape the outputs, so an
-interrupted bootstrap resumes where it stopped and a finished one is never run again. The filters are
-applied when the file is read (cheap), so they can change without re-running the model.
-
-Which retriever: a training example's own paragraphs (``CandidatePool``, the distractor
-setting) when the file has them, else the method's retriever (FEVER and Open-SQuAD samples).
+The runs themselves are made by ``hopqa.bootstrap`` (a client of the method, like the
+evaluation runner): it runs HGOT on training examples and reads the candidates above from
+each run's trace (``candidates_from_trace``); this module holds what the paper defines, the
+demonstration kinds, the filters (``build_demo_set``, applied when recorded runs are read, so
+they can change without re-running the model) and the selection.
 
 **Selection** (Appendix D), per prompt: ``sampling`` — balanced sampling, a seeded random
 choice that keeps an even distribution of answer classes (round robin over the classes: the
@@ -35,22 +31,16 @@ Liu et al. 2022), most similar last, i.e. next to the question.
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
 import json
 import random
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from hopqa import jsonl
-from hopqa.console import progress_bar
-from hopqa.text import exact_match, normalize_answer
+from hopqa.text import normalize_answer
 
 #: Appendix D: a run of citation marks.
 CITATION_MARKS = re.compile(r"(\[[0-9]+\])+")
@@ -61,8 +51,6 @@ RATIONALE_FORMAT = re.compile(r"^([^\[\.]+(\[[0-9]+\])*\.)+$")
 #: with the two adjacent ``\s*`` of consecutive repetitions merged into one, which makes a failing
 #: full match linear instead of quadratic in the length of a whitespace run.
 DEPENDENCY_FORMAT = re.compile(r"None|(?:\s*[Ss]tep [0-9]+ depends on [Ss]tep [0-9]+\.)+\s*")
-#: Bumped when the record format or the way runs are made changes (invalidates caches).
-BOOTSTRAP_FORMAT = 5
 
 
 # -- the three demonstration kinds --------------------------------------------------------------------
@@ -169,28 +157,6 @@ def answer_class(answers: Sequence[str]) -> str:
     return first.upper() if first.upper() in ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO") else normalize_answer(first)
 
 
-# -- recording what a run produces -----------------------------------------------------------------------
-_RECORDER: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("hgot_recorder", default=None)
-
-
-@contextmanager
-def recording() -> Iterator[list[dict[str, Any]]]:
-    """Collect the ``record`` calls made by HGOT procedures inside the block (thread-safe append)."""
-    records: list[dict[str, Any]] = []
-    token = _RECORDER.set(records)
-    try:
-        yield records
-    finally:
-        _RECORDER.reset(token)
-
-
-def record(kind: str, **data: Any) -> None:
-    """Called by HGOT's predict / plan / rewrite; does nothing outside ``recording()``."""
-    records = _RECORDER.get()
-    if records is not None:
-        records.append({"kind": kind, **data})
-
-
 # -- from recorded runs to a demonstration set ---------------------------------------------------------
 def build_demo_set(runs: Iterable[dict[str, Any]]) -> DemoSet:
     """Apply DSP's match rule and Appendix D's filters to recorded runs (see the module docstring)."""
@@ -239,44 +205,6 @@ def build_demo_set(runs: Iterable[dict[str, Any]]) -> DemoSet:
             out.plan.append(p)
     out.stats = stats
     return out
-
-
-# -- bootstrapping ---------------------------------------------------------------------------------------
-def cache_key(**parts: Any) -> str:
-    """A short stable hash of the settings a bootstrap depends on."""
-    blob = json.dumps({"format": BOOTSTRAP_FORMAT, **parts}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def read_runs(path: Path) -> list[dict[str, Any]]:
-    """Recorded runs of a bootstrap file, one per example (``hopqa.jsonl``: a line that does not
-    parse, such as a torn one from a kill, is skipped; the newest line of an example wins)."""
-    return list(jsonl.read(path, key="id").values())
-
-
-def bootstrap(examples: Sequence[Any], run: Callable[[Any], tuple[str, list[dict[str, Any]], str | None]],
-              path: Path, *, progress: bool = True) -> DemoSet:
-    """Run ``run(example) -> (prediction, records, error)`` on every example not yet in ``path``
-    (appending one JSON line per example as it finishes, durably), then build the demonstration set."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    done = {r.get("id") for r in read_runs(path)}
-    todo = [ex for ex in examples if ex.id not in done]
-    if todo:
-        with jsonl.Appender(path, default=None) as out:
-            for ex in progress_bar(desc="HGOT demonstrations (bootstrapping)", enabled=progress, iterable=todo,
-                                   unit="example"):
-                prediction, records, error = run(ex)
-                matched = bool(prediction) and exact_match(prediction, ex.answers) == 1.0
-                out.write({"id": ex.id, "question": ex.question, "answers": list(ex.answers),
-                           "prediction": prediction, "matched": matched, "error": error,
-                           "records": records if matched else []})
-    wanted = {ex.id for ex in examples}
-    return build_demo_set(r for r in read_runs(path) if r.get("id") in wanted)
-
-
-def save_demo_set(demos: DemoSet, path: Path) -> None:
-    """Write the filtered set next to the runs (for people to read; the runs are the source)."""
-    path.write_text(json.dumps(asdict(demos), ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 # -- selection -------------------------------------------------------------------------------------------

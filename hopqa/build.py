@@ -1,0 +1,131 @@
+"""Building things, one way: LLM specs -> models, corpus / index -> retriever, name -> method.
+
+Every entry point builds through here: the ``hopqa`` commands (ask, eval, demos), the Python
+API (``hopqa.pipeline``) and, later, the HTTP service. ::
+
+    from hopqa.build import build_method, load_model, corpus_retriever
+    llm = load_model("embedded:smollm2-135m")
+    method = build_method("ircot", llm, corpus_retriever())   # over the demo corpus
+    print(method.answer("Who ...?").answer)
+
+- ``load_model(spec)``: a backend from a spec string (``hopqa.llm.load_llm``), with the API key
+  of OpenAI-compatible servers from ``hopqa.config`` (the one module that reads the environment).
+- ``corpus_retriever(index=, corpus=)``: a BM25 index directory, else an index built (once,
+  cached under ``<home>/indexes``) over a corpus file, else the demo corpus.
+- ``build_method(name, llm, retriever, **options)``: the method's config (defaults, the name's
+  preset, ``options``), then the components it declares (``Method.components``) made or
+  checked: ``retriever`` (a retrieving method built without one searches each question's own
+  paragraphs, bound per question by the evaluation's distractor setting: ``UnboundPool``),
+  ``demos`` (``few_shot_demos(config.shots)`` from the shipped train subsets), ``scorer``,
+  ``judge``, ``embedder`` (given, or the method's default), and HGOT's ``demo_set`` (with
+  ``demo_source=bootstrap``: ``hopqa.bootstrap.bootstrap_hgot``, cached on disk).
+
+Bad input (a malformed spec, a missing corpus file, a damaged index, an unknown method or
+option, a component the method does not take) raises ``BuildError`` (a ``ValueError``) or the
+component's own ``ValueError`` (``LLMSpecError``, ``MethodError``), with a one-line message;
+the CLI reports them as usage errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hopqa.config import default_home, openai_api_key
+from hopqa.llm.base import LLMBase
+from hopqa.methods.base import Method, get_method_class, instantiate, method_config
+from hopqa.retrieval.base import Retriever
+from hopqa.types import Demo
+
+
+class BuildError(ValueError):
+    """Bad input for building a component (a missing corpus file, a damaged index, ...)."""
+
+
+def load_model(spec: str, *, home: str | Path | None = None, cache: bool = True) -> LLMBase:
+    """The LLM a spec names (see ``hopqa.llm``), its responses cached unless ``cache=False``;
+    ``LLMSpecError`` for a malformed spec."""
+    from hopqa.llm import load_llm
+
+    return load_llm(spec, home=default_home(home), cache=cache, api_key=openai_api_key())
+
+
+def corpus_retriever(index: str | Path | None = None, corpus: str | Path | None = None,
+                     home: str | Path | None = None) -> Retriever:
+    """The retriever over ``index`` (a directory built by ``hopqa index``), else over ``corpus``
+    (a JSON-lines ``{id, title, text}`` or TSV file, indexed once), else over the demo corpus."""
+    from hopqa.demo import demo_retriever, index_dir_for
+    from hopqa.retrieval.bm25 import (
+        BM25IndexError,
+        BM25Retriever,
+        NothingToIndexError,
+        load_or_build,
+    )
+
+    home_dir = default_home(home)
+    if index:
+        if not Path(index).is_dir():
+            raise BuildError(f"no index directory at {index} (build one with: hopqa index CORPUS --out DIR)")
+        try:
+            return BM25Retriever.load(index)
+        except BM25IndexError as exc:
+            raise BuildError(str(exc)) from exc
+    if corpus:
+        path = Path(corpus)
+        if not path.is_file():
+            raise BuildError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
+        try:
+            return load_or_build(path, index_dir_for(path, home_dir))
+        except NothingToIndexError as exc:
+            raise BuildError(f"{path}: {exc}") from exc
+    return demo_retriever(home=home_dir)
+
+
+def takes(name: str, component: str) -> bool:
+    """Whether the method registered as ``name`` takes ``component`` (e.g. GenSco's ``scorer``)."""
+    return component in get_method_class(name).components
+
+
+def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
+                 scorer: LLMBase | None = None, judge: Any = None, embedder: Any = None,
+                 demos: list[Demo] | None = None, demo_set: Any = None,
+                 corpus: Callable[[], Retriever] | None = None, home: str | Path | None = None,
+                 data_dir: str | Path | None = None, progress: bool = True, **options: Any) -> Method:
+    """The method registered as ``name`` on ``llm``, ready to answer (see the module docstring).
+
+    ``options`` set fields of its config (checked). Components it does not declare are an
+    error when given, except ``retriever``, which a method that does not retrieve (Direct, CoT,
+    GenRead) ignores, so that one call builds any method. ``corpus``, ``home``, ``data_dir`` and ``progress`` serve HGOT's bootstrap
+    (the retriever for training examples without paragraphs, where runs are cached, where the
+    training split is read from, a progress bar)."""
+    from hopqa.retrieval.pool import UnboundPool
+
+    cls = get_method_class(name)
+    config = method_config(name, **options)
+    parts: dict[str, Any] = {"scorer": scorer, "judge": judge, "embedder": embedder, "demo_set": demo_set}
+    if "retriever" in cls.components:  # (a method that does not retrieve ignores one: any method builds the same way)
+        parts["retriever"] = retriever if retriever is not None else UnboundPool()
+    if "demos" in cls.components:
+        shots = getattr(config, "shots", 0)
+        if demos is None and shots > 0:
+            from hopqa.datasets import few_shot_demos
+
+            demos = few_shot_demos(shots)
+        parts["demos"] = demos
+    elif demos is not None:
+        parts["demos"] = demos
+    if "demo_set" in cls.components and demo_set is None and getattr(config, "demo_source", "") == "bootstrap":
+        from hopqa.bootstrap import bootstrap_hgot
+
+
+        def training_corpus() -> Retriever:
+            if corpus is not None:
+                return corpus()
+            if retriever is not None and not isinstance(retriever, UnboundPool):
+                return retriever
+            return corpus_retriever(home=home)
+
+        parts["demo_set"] = bootstrap_hgot(llm, config, corpus=training_corpus, judge=judge, embedder=embedder,
+                                           home=home, data_dir=data_dir, progress=progress).demo_set
+    return instantiate(name, llm, config, **parts)

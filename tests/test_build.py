@@ -1,0 +1,135 @@
+"""The one way to build things (hopqa.build): components declared by methods, demonstrations as
+inputs, one retriever per method, presets instead of subclasses, the environment read in one place."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+import hopqa
+from hopqa.build import BuildError, build_method, corpus_retriever, takes
+from hopqa.datasets import few_shot_demos
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods import METHODS, MethodError, get_method_class, method_config
+from hopqa.methods.base import FewShotMethod, RetrievingMethod
+from hopqa.methods.gensco import GenSco, GenScoConfig
+from hopqa.retrieval.pool import CandidatePool, UnboundPool
+from hopqa.types import Passage
+
+PACKAGE = Path(hopqa.__file__).parent
+POOL = CandidatePool([Passage("a", "Van Hook Township", "Van Hook Township is in Mountrail County."),
+                      Passage("b", "Stanley", "Stanley is the county seat of Mountrail County.")])
+
+
+def test_every_method_declares_what_its_constructor_takes():
+    """The builder reads ``components``; each one is a keyword of the constructor (so a declared
+    component can always be given) and retrieving methods are RetrievingMethods."""
+    import inspect
+
+    for name in METHODS:
+        cls = METHODS[name]
+        params = set(inspect.signature(cls.__init__).parameters) - {"self", "llm", "config"}
+        assert params == set(cls.components), name
+        assert ("retriever" in cls.components) == issubclass(cls, RetrievingMethod), name
+        assert ("demos" in cls.components) == issubclass(cls, FewShotMethod), name
+
+
+def test_build_method_gives_few_shot_methods_their_demonstrations():
+    method = build_method("ircot", ScriptedLLM(replies=[]), POOL, shots=3)
+    assert method.demos == tuple(few_shot_demos(3))
+    assert build_method("self-ask", ScriptedLLM(replies=[]), POOL, shots=0).demos == ()
+    mine = few_shot_demos(5)[3:]
+    assert build_method("react", ScriptedLLM(replies=[]), POOL, demos=mine, shots=2).demos == tuple(mine)
+    with pytest.raises(MethodError, match="shots=4 demonstrations"):  # built directly: they are an input
+        get_method_class("ircot")(ScriptedLLM(replies=[]), POOL)
+
+
+def test_components_a_method_does_not_take_are_errors_except_the_retriever():
+    llm = ScriptedLLM(replies=[])
+    with pytest.raises(MethodError, match="takes no judge"):
+        build_method("ircot", llm, POOL, judge=object())
+    assert build_method("direct", llm, POOL).components == frozenset()  # any method builds the same way
+    assert takes("gensco-stop", "scorer") and takes("hgot", "demo_set") and not takes("cot", "retriever")
+
+
+def test_a_retrieving_method_has_one_retriever():
+    llm = ScriptedLLM(replies=lambda r: "Mountrail County")
+    unbound = build_method("retrieve-then-read", llm)
+    assert isinstance(unbound.retriever.inner, UnboundPool)
+    assert "built without a retriever" in unbound.answer("Where is Van Hook Township?").error
+    bound = unbound.with_retriever(POOL)
+    ans = bound.answer("Where is Van Hook Township?")
+    assert ans.error is None and ans.answer == "Mountrail County" and ans.passages
+    assert isinstance(unbound.retriever.inner, UnboundPool)  # the original is untouched
+    assert bound.llm is unbound.llm and bound.config is unbound.config
+    with pytest.raises(MethodError, match="needs a retriever"):
+        unbound.with_retriever(None)  # type: ignore[arg-type]
+
+
+def test_gensco_variants_are_presets_of_one_class():
+    for name, variant in [("gensco-max", "max"), ("gensco-stop", "stop"), ("gensco-no-qd", "no-qd")]:
+        assert METHODS[name] is GenSco and method_config(name).variant == variant
+        assert METHODS.preset(name) == {"variant": variant} and METHODS.doc(name).startswith("GenSco-")
+        method = build_method(name, ScriptedLLM(replies=[], scorer=lambda c, t: [-1.0]), POOL, shots=0)
+        assert method.name == name and method.config.variant == variant
+    assert method_config("gensco-stop", variant="max").variant == "max"  # a preset is only a default
+    assert GenSco(ScriptedLLM(replies=[], scorer=lambda c, t: [-1.0]), POOL,
+                  GenScoConfig(variant="stop", shots=0)).name == "gensco-stop"
+
+
+def test_literal_modes_are_checked_once_with_their_choices():
+    with pytest.raises(MethodError, match="one of 'max', 'stop', 'no-qd'"):
+        GenScoConfig(variant="best")
+    with pytest.raises(MethodError, match="'verb', 'prob'"):
+        method_config("self-dc", confidence="vibes")
+    with pytest.raises(MethodError, match="'sampling', 'knn'"):
+        method_config("hgot", demo_selection="nearest")
+
+
+def test_corpus_retriever_errors_are_build_errors(tmp_path):
+    with pytest.raises(BuildError, match="no index directory"):
+        corpus_retriever(index=tmp_path / "missing")
+    with pytest.raises(BuildError, match="no corpus file"):
+        corpus_retriever(corpus=tmp_path / "missing.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(BuildError, match="empty.jsonl"):
+        corpus_retriever(corpus=tmp_path / "empty.jsonl", home=tmp_path / "home")
+
+
+def test_pipeline_builds_through_the_builder(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "title": "Van Hook Township", "text": "Van Hook Township is in Mountrail County."}\n')
+    qa = hopqa.pipeline("ircot", llm=ScriptedLLM(replies=lambda r: "So the answer is: Mountrail County."),
+                        corpus=corpus, home=tmp_path / "home", shots=1, k=1, max_steps=1)
+    assert len(qa.demos) == 1 and qa.retriever.inner.size == 1
+    ans = qa.answer("Where is Van Hook Township?")
+    assert ans.error is None and ans.passages[0].id == "a"
+
+
+def _environment_uses(path: Path) -> list[str]:
+    """Where a module reads or writes the process environment (``os.environ``, ``os.getenv``,
+    ``os.putenv``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv", "unsetenv") \
+                and isinstance(node.value, ast.Name) and node.value.id == "os":
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    return found
+
+
+def test_only_the_config_module_touches_the_environment():
+    uses = [u for p in sorted(PACKAGE.rglob("*.py")) if p.name != "config.py" or p.parent != PACKAGE
+            for u in _environment_uses(p)]
+    assert uses == []
+    assert _environment_uses(PACKAGE / "config.py")  # the check can fail: it finds config's own reads
+
+
+def test_the_cli_leaves_the_environment_as_it_found_it(tmp_path, capsys):
+    from hopqa.cli import main
+
+    before = dict(os.environ)
+    assert main(["datasets", "--home", str(tmp_path), "--data-dir", str(tmp_path)]) == 0
+    assert dict(os.environ) == before
