@@ -31,3 +31,25 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
                       "layers =\n    hopqa.trace\n    hopqa.llm\n")
     r = lint_imports(config)
     assert r.returncode != 0 and "BROKEN" in r.stdout and "hopqa.llm" in r.stdout, r.stdout + r.stderr
+
+
+def _readme_layout() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Layout\n")
+    return text[start: text.find("\n## ", start + 1)]
+
+
+def test_the_readme_layout_names_every_module_and_every_layer():
+    """The Layout section matches the tree: each module (by file name) and each package appears,
+    and the layer diagram lists the layers of .importlinter in the same order."""
+    layout = _readme_layout()
+    package = ROOT / "hopqa"
+    missing = [str(p.relative_to(ROOT)) for p in sorted(package.rglob("*.py"))
+               if p.name != "__init__.py" and p.name not in layout]
+    missing += [f"{p.relative_to(ROOT)}/" for p in sorted(package.iterdir())
+                if p.is_dir() and (p / "__init__.py").exists() and f"{p.name}/" not in layout]
+    assert missing == []
+    contract = (ROOT / ".importlinter").read_text(encoding="utf-8").split("layers =\n", 1)[1].split("\n\n", 1)[0]
+    layers = [line.strip() for line in contract.splitlines() if line.strip()]
+    drawn = [line.split("  ")[0].strip() for line in layout.splitlines() if line.startswith("hopqa.")]
+    assert drawn == layers
