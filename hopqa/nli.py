@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from hopqa.text import cap_words
+
 #: Yes/no entailment prompt for an LLM judge.
 NLI_PROMPT = (
     "Premise: {premise}\n\nHypothesis: {hypothesis}\n\n"
@@ -58,14 +60,17 @@ class LLMJudge:
 
     name = "llm-judge"
 
-    def __init__(self, llm: Any, max_premise_words: int = 300) -> None:
+    def __init__(self, llm: Any, max_premise_words: int | None = None) -> None:
         self.llm = llm
+        #: None (default): the premise as given, which is what the method showed its model. A
+        #: number caps *each line* of the premise (one passage per line when a statement cites
+        #: several), so a long first passage never pushes the later ones out.
         self.max_premise_words = max_premise_words
         self.memo = _Memo()
 
     def entails(self, premise: str, hypothesis: str) -> bool:
-        words = premise.split()
-        premise = " ".join(words[: self.max_premise_words])
+        if self.max_premise_words is not None:
+            premise = "\n".join(cap_words(line, self.max_premise_words) for line in premise.split("\n"))
         key = (premise, hypothesis)
         hit = self.memo.get(key)
         if hit is not None:

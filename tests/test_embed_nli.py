@@ -38,6 +38,20 @@ def test_llm_judge_parses_and_memoizes():
     assert len(llm.requests) == 3 and "Hypothesis: Paris is in Europe." in llm.requests[0].text()
 
 
+def test_llm_judge_premise_cut_keeps_every_cited_passage():
+    """No cut by default (the premise is what the method showed its model); with a cap, each
+    line (one cited passage) is cut on its own, so the second passage of a two-citation
+    statement is still read."""
+    first = "Van Hook Township is a civil township in Mountrail County, North Dakota. " * 40  # 480 words
+    second = "Stanley is the county seat of Mountrail County."
+    llm = ScriptedLLM(replies=lambda r: "Yes")
+    LLMJudge(llm).entails(f"{first}\n{second}", "Stanley is the seat.")
+    assert f"{first}\n{second}" in llm.requests[-1].text()
+    LLMJudge(llm, max_premise_words=300).entails(f"{first}\n{second}", "Stanley is the seat.")
+    prompt = llm.requests[-1].text()
+    assert second in prompt and first not in prompt and " ...\n" + second in prompt
+
+
 def test_scripted_judge_records_calls():
     j = ScriptedJudge(lambda p, h: h in p)
     assert j.entails_many([("abc", "b"), ("abc", "z")]) == [True, False] and len(j.calls) == 2

@@ -329,3 +329,23 @@ def test_gensco_end_to_end(smollm2, data_dir, dataset):
     assert len(first["scores"]) == len(ex.paragraphs)
     assert {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}
     assert ans.usage.llm_calls >= 2
+
+
+def test_passages_are_shown_whole_unless_a_cut_is_asked_for():
+    """No silent cut (issue 15): every prompt shows the whole passage by default; a word cap is an
+    option and applies where it is asked for."""
+    long = Passage("l", "Mountrail County", "What is the history of Mountrail County? " + "More words here. " * 60)
+    q2 = "What is the history of Mountrail County?"  # only the long passage has all its words
+    pool = CandidatePool([long, *PASSAGES])
+    calls: list = []
+    method, llm = gensco([Q1, q2], scorer=overlap_scorer(calls))
+    method = method.with_retriever(pool)
+    assert GenScoConfig().max_passage_words is None and GenScoConfig().scorer_passage_words is None
+    method.answer(Q)
+    assert any(long.text in context for context, _ in calls)  # the scorer's Table 9 prompt
+    assert any(long.text in r.text() for r in llm.requests if r.text().startswith("Answer the question"))
+    calls.clear()
+    cut, llm = gensco([Q1, q2], scorer=overlap_scorer(calls), scorer_passage_words=5, max_passage_words=5)
+    cut.with_retriever(pool).answer(Q)
+    assert not any(long.text in context for context, _ in calls)
+    assert any("Mountrail County | What is the history of ..." in context for context, _ in calls)

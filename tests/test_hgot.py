@@ -26,6 +26,7 @@ from hopqa.methods.hgot.quality import (
 )
 from hopqa.nli import ScriptedJudge
 from hopqa.retrieval.pool import CandidatePool
+from hopqa.trace import Trace
 from hopqa.types import Passage
 
 P = ["A is in B.", "B's seat is C.", "noise"]
@@ -64,6 +65,64 @@ def test_vote_and_confidence():
     answer, ci, votes = vote(thoughts())
     assert answer == "C" and ci == pytest.approx(1.8 / 2.0)
     assert votes == pytest.approx({"C": 1.8, "D": 0.2})
+
+
+def test_empty_answers_are_not_in_ci_denominator():
+    """Official judge.py: samples without an answer neither vote nor count in CI's denominator
+    (hopqa's earlier CI counted them: 1.0 / 1.5 here)."""
+    ts = [Thought("r", "X"), Thought("r", ""), Thought("r", "X")]
+    for t, rho in zip(ts, [0.5, 0.5, 0.5]):
+        t.rho = rho
+    answer, ci, votes = vote(ts)
+    assert answer == "X" and ci == 1.0 and votes == {"X": 1.0}
+
+
+def test_stop_uses_0_7_and_the_official_sentence_model_when_present(monkeypatch):
+    """STOP at cosine > 0.7 (official ``B[1]``); the model is bert-base-nli-mean-tokens when it is
+    on the machine, else MiniLM stands in (named in the trace)."""
+    import hopqa.embed as embed
+
+    assert HGOTConfig().stop_similarity == 0.7
+
+    class Fixed:
+        name = "fixed"
+
+        def __init__(self, sim: float) -> None:
+            self.sim = sim
+
+        def similarity(self, a: str, b: str) -> float:
+            return self.sim
+
+    from hopqa.methods.hgot import build_graph
+
+    for sim, stops in [(0.8, True), (0.7, False), (0.95, True)]:
+        method, _ = scripted_hgot()
+        method._embedder = Fixed(sim)
+        with Trace().activate():
+            assert method.stop("Q?", build_graph(["Q restated?"], []), 0) is stops
+    monkeypatch.setattr(embed, "_stop", None)
+
+    def no_model(model=None, device="cpu"):
+        raise OSError(f"{model} is not in the local cache")
+
+    monkeypatch.setattr(embed, "MiniLMEmbedder", no_model)
+    monkeypatch.setattr(embed, "default_embedder", lambda: Fixed(0.5))
+    assert embed.stop_embedder().name == "fixed"  # the stand-in
+    method = HGOT(ScriptedLLM(replies=[]), POOL, HGOTConfig())
+    assert method.stop_embedder.name == "fixed"
+
+
+def test_the_judge_reads_passages_as_the_model_saw_them():
+    """With max_passage_words set, Predict shows each passage cut, and the judge's premises are
+    the same cut passages (the default shows and judges them whole)."""
+    method, llm = scripted_hgot(depth=0, max_passage_words=3)
+    premises = []
+    judge = method.judge
+    method.judge = type("Spy", (), {"entails": lambda self, p, h: premises.append(p) or judge.entails(p, h)})()
+    method.answer(Q)
+    assert premises and all(len(p.split("|", 1)[-1].split()) <= 4 for p in premises)  # 3 words + " ..."
+    assert all(p.endswith(" ...") for p in premises)
+    assert HGOTConfig().max_passage_words is None
 
 
 def test_passage_votes_and_sigma_update():
@@ -185,7 +244,7 @@ def scripted_hgot(demo_set=None, **cfg) -> tuple[HGOT, ScriptedLLM]:
         raise AssertionError(t[:80])
 
     llm = ScriptedLLM(replies=reply)
-    config = HGOTConfig(samples=2, k=2, depth=2).update(**cfg)
+    config = HGOTConfig(samples=2, k=2, probe_k=2, depth=2).update(**cfg)
     judge = ScriptedJudge(lambda p, h: h.rstrip(".").split()[0] in p)
     from hopqa.embed import LexicalEmbedder
 
@@ -241,10 +300,76 @@ def test_traverse_sigma_values_by_hand():
     assert sub2["passages"] == ["b", "a"] and sub2["nu_bar"] == [1.0, 0.0]
     sb, sa = s0("What is the seat of Mountrail County?")
     assert sub2["sigma_after"] == pytest.approx([0.2 * sb + 0.55 + 0.25, 0.2 * sa + 0.25], abs=1e-4)
-    # infer: each passage keeps its best σ over the three contexts (a: 1.0, b: 1.0), then the same update
+    # infer (official pooling): the query's own σ × 0.9, each passage's σ averaged over the three contexts
+    after = {name: dict(zip(p["passages"], p["sigma_after"])) for name, p in
+             [("top", top), ("sub1", sub1), ("sub2", sub2)]}
+    pooled = {pid: (0.9 * after["top"][pid] + after["sub1"][pid] + after["sub2"][pid]) / 3 for pid in "ab"}
+    assert pooled["a"] == pytest.approx((0.9 * 1.0 + 1.0 + 0.2 * s0("What is the seat of Mountrail County?")[1] + 0.25) / 3,
+                                        abs=1e-4)
     infer = ans.trace.root.find("infer")[0].outputs
-    assert infer["selected"] == [{"id": "a", "sigma": 1.0}, {"id": "b", "sigma": 1.0}]
-    assert infer["sigma_after"] == pytest.approx([1.0, 1.0], abs=1e-4) and infer["nu_bar"] == [1.0, 1.0]
+    order = sorted("ab", key=lambda pid: -pooled[pid])
+    assert [x["id"] for x in infer["selected"]] == order
+    assert [x["sigma"] for x in infer["selected"]] == pytest.approx([pooled[pid] for pid in order], abs=1e-4)
+    assert infer["candidates"] == 2
+
+
+def test_infer_pooling_official_and_hopqas_earlier_choice():
+    """pool_passages: parent σ × parent_weight, duplicates merged by mean (official) or max."""
+    from hopqa.methods.hgot.method import Scored, pool_passages
+
+    a, b, c = (Passage(x, "", x) for x in "abc")
+    own = [Scored(a, 1.0), Scored(b, 0.5)]
+    subs = [[Scored(b, 0.9), Scored(c, 0.3)], [Scored(a, 0.6)]]
+    mean = pool_passages(own, subs, 0.9, "mean")
+    assert [(x.passage.id, round(x.sigma, 4)) for x in mean] == [("a", 0.75), ("b", 0.675), ("c", 0.3)]
+    best = pool_passages(own, subs, 1.0, "max")  # hopqa's earlier choice: no discount, the best σ
+    assert [(x.passage.id, x.sigma) for x in best] == [("a", 1.0), ("b", 0.9), ("c", 0.3)]
+
+
+def test_plan_context_is_passages_above_the_sigma_threshold_or_none():
+    """The official plan context: passages with updated σ > 0.9, highest first, whole; none above
+    it: the Plan prompt without context (and its demonstrations without theirs)."""
+    from hopqa.methods.hgot.method import Scored, plan_context
+
+    a, b, c, d = (Passage(x, "", x) for x in "abcd")
+    ctx = [Scored(a, 0.95), Scored(b, 0.5), Scored(c, 0.99), Scored(d, 0.9)]
+    assert [x.passage.id for x in plan_context(ctx, 0.9)] == ["c", "a"]
+    assert plan_context(ctx, 0.999) == []
+    assert [x.passage.id for x in plan_context(ctx, None)] == ["a", "b", "c"]  # hopqa's earlier: first three
+    method, llm = scripted_hgot(depth=1, plan_context_sigma=1.0)  # σ is at most 1: nothing above it
+    method.answer(Q)
+    plan_prompts = [r.text() for r in llm.requests if r.text().startswith("Sketch a plan")]
+    assert plan_prompts and all(p.startswith("Sketch a plan to answer the following question. List") for p in plan_prompts)
+    assert all("Context:" not in p for p in plan_prompts) and "Question: Which of the Manhattan" in plan_prompts[0]
+    method, llm = scripted_hgot(depth=1, plan_context_sigma=0.5)
+    ans = method.answer(Q)
+    plan = ans.trace.root.find("plan")[0]
+    shown = [x["sigma"] for x in plan.outputs["context"]]
+    assert shown and shown == sorted(shown, reverse=True) and min(shown) > 0.5
+    prompt = [r.text() for r in llm.requests if r.text().startswith("Sketch a plan")][0]
+    assert "\nContext:\n[1] " in prompt
+
+
+def test_probes_retrieve_probe_k_and_infer_keeps_k():
+    method, llm = scripted_hgot(probe_k=1, k=3)
+    ans = method.answer(Q)
+    assert all(len(p.outputs["passages"]) == 1 for p in ans.trace.root.find("probe"))
+    assert all(r["k"] == 1 for s in ans.trace.root.walk() for r in s.retrievals)
+    assert HGOTConfig().probe_k == 3 and HGOTConfig().k == 7  # the official code's probe, the paper's K
+
+
+def test_rewrite_context_uses_the_asked_steps_and_empty_answers():
+    """The official rewrite context: each in-neighbour as asked (rewritten, if it was) with its
+    answer even when empty."""
+    from hopqa.methods.hgot.method import build_graph
+
+    method, llm = scripted_hgot()
+    graph = build_graph(["Who founded X?", "Where was the founder born?"], [(1, 2)])
+    with Trace().activate():
+        out = method.rewrite(graph, 2, [1], {1: ""}, {1: "Who founded X Corp?"})
+    prompt = llm.requests[-1].text()
+    assert prompt.endswith("Context:\nStep 1: Who founded X Corp? ANSWER: . Step 2: Where was the founder born?\nRewrite:")
+    assert out == "What is the seat of Mountrail County?"  # the scripted rewrite
 
 
 def test_depth_zero_is_probe_only():
@@ -329,7 +454,7 @@ def test_completed_answer(reply, answer):
 
 
 def test_missing_answer_is_completed_by_a_follow_up_call():
-    method, llm = scripted_hgot(depth=0, samples=2)
+    method, llm = scripted_hgot(depth=0, samples=2, missing_answer="follow-up")
 
     def reply(request):
         t = request.text()
@@ -346,6 +471,31 @@ def test_missing_answer_is_completed_by_a_follow_up_call():
     assert follow[0].temperature == 0.0 and "\n\n" in follow[0].stop
     probe = ans.trace.root.find("probe")[0]
     assert any("completed by a follow-up call" in e["message"] for e in probe.events)
+    assert len(probe.outputs["samples"]) == 2
+
+
+def test_missing_answers_follow_dsp_by_default():
+    """DSP's generate (which the authors run): samples without an answer are dropped when another
+    has one; when none has, only the first is continued greedily (max_tokens 80 of 160) and votes."""
+    method, llm = scripted_hgot(depth=0, samples=3)
+    replies = iter(["Stanley is the seat [1].", "Stanley is the seat [1].\nAnswer: Stanley", "Minot is [2]."])
+    llm._replies = lambda request: next(replies)
+    ans = method.answer(Q)
+    probe = ans.trace.root.find("probe")[0]
+    assert ans.answer == "Stanley" and [t["answer"] for t in probe.outputs["samples"]] == ["Stanley"]
+    assert not any(r.text().endswith("\nAnswer:") for r in llm.requests)
+    assert any("2 of 3 samples had no answer after 'Answer:': dropped (DSP)" in e["message"] for e in probe.events)
+
+    method, llm = scripted_hgot(depth=0, samples=3)
+    replies = iter(["Minot is the seat [2].", "Stanley is the seat [1].", "Stanley again [1].", " Minot\n\nmore"])
+    llm._replies = lambda request: next(replies)
+    ans = method.answer(Q)
+    probe = ans.trace.root.find("probe")[0]
+    [follow] = [r for r in llm.requests if r.text().endswith("\nAnswer:")]
+    assert follow.text().endswith("Let's think step by step. Minot is the seat [2].\nAnswer:")  # the first sample
+    assert follow.max_tokens == 80 and follow.temperature == 0.0 and follow.n == 1
+    assert ans.answer == "Minot" and [t["answer"] for t in probe.outputs["samples"]] == ["Minot"]
+    assert probe.outputs["ci"] == 1.0
 
 
 def test_a_bare_marker_is_no_answer():
@@ -359,7 +509,7 @@ def test_a_bare_marker_is_no_answer():
 
 
 def test_missing_answer_without_completion_falls_back_to_the_rationale():
-    method, llm = scripted_hgot(depth=0, samples=1, complete_answer=False)
+    method, llm = scripted_hgot(depth=0, samples=1, missing_answer="rationale")
     llm._replies = lambda request: "So the answer is Stanley."
     ans = method.answer(Q)
     assert ans.answer == "Stanley"

@@ -137,7 +137,9 @@ def test_the_candidates_are_read_from_the_trace():
     plan = records[1]
     assert plan["question"] == Q and plan["steps"] == ["Which county is Van Hook Township in?",
                                                        "What is the seat of that county?"]
-    assert plan["dependencies"] == "Step 2 depends on Step 1." and len(plan["context"]) == 2
+    plan_step = ans.trace.root.find("plan")[0]
+    assert plan["dependencies"] == "Step 2 depends on Step 1."
+    assert len(plan["context"]) == len(plan_step.outputs["context"]) >= 1  # the passages the Plan prompt showed
     assert plan["context"][0].startswith("[1] ")  # numbered, as the Plan prompt shows passages
     rewrite = records[kinds.index("rewrite")]
     assert rewrite["context_text"] == ("Step 1: Which county is Van Hook Township in? ANSWER: Mountrail County. "

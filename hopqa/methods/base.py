@@ -59,7 +59,8 @@ class MethodError(ValueError):
 #: be 0 say so. A field's own ``metadata={"range": ...}`` takes precedence.
 OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
     # at least one
-    "k": (1, None),  # passages per retrieval
+    "k": (1, None),  # passages per retrieval (HGOT: passages infer keeps)
+    "probe_k": (1, None),  # passages an HGOT probe retrieves
     "max_tokens": (1, None),  # tokens per generated answer or step
     "document_tokens": (1, None),  # tokens per generated document (GenRead, Self-DC)
     "n_documents": (1, None),  # generated documents (GenRead)
@@ -92,6 +93,8 @@ OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
     "w2": (0.0, 1.0),
     "w3": (0.0, 1.0),
     "stop_similarity": (-1.0, 1.0),  # a cosine similarity (HGOT)
+    "plan_context_sigma": (0.0, 1.0),  # a passage score σ (HGOT's plan context)
+    "parent_weight": (0.0, 1.0),  # discount of the query's own passages in HGOT's infer
 }
 #: The range of an ``int`` field found neither in its metadata nor in ``OPTION_RANGES``.
 DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, None)

@@ -97,8 +97,8 @@ class GenScoConfig(MethodConfig):
     stop_from_level: int = 2
     shots: int = 2
     temperature: float = 0.0
-    max_passage_words: int = 100
-    scorer_passage_words: int = 100
+    max_passage_words: int | None = None
+    scorer_passage_words: int | None = None
     max_tokens: int = 48
     seed: int = 0
 

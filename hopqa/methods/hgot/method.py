@@ -70,7 +70,9 @@ from hopqa.methods.hgot.prompts import (
     FORMALIZE_PROMPT,
     PLAN_DEMOS,
     PLAN_INSTRUCTIONS,
+    PLAN_INSTRUCTIONS_NO_CONTEXT,
     PLAN_PROMPT,
+    PLAN_PROMPT_NO_CONTEXT,
     PREDICT_DEMOS,
     PREDICT_INSTRUCTIONS,
     PREDICT_PROMPT,
@@ -80,6 +82,7 @@ from hopqa.methods.hgot.prompts import (
     REWRITE_DEMOS,
     REWRITE_INSTRUCTIONS,
     REWRITE_PROMPT,
+    without_context,
 )
 from hopqa.methods.hgot.quality import (
     Thought,
@@ -93,7 +96,7 @@ from hopqa.methods.hgot.quality import (
 )
 from hopqa.methods.parsing import extract_answer
 from hopqa.runtime import TracedRetriever
-from hopqa.text import render_passage, render_passages
+from hopqa.text import normalize_answer, render_passage, render_passages
 from hopqa.trace import current_step, step, submit
 from hopqa.types import Passage
 
@@ -108,6 +111,7 @@ _BARE_MARKER = re.compile(r"(so )?the (final )?answer( is)?\s*:?|answer\s*:?", r
 class HGOTConfig(MethodConfig):
     depth: int = 2
     k: int = 7
+    probe_k: int = 3
     samples: int = 3
     temperature: float = 0.7
     alpha: float = 0.2
@@ -116,7 +120,10 @@ class HGOTConfig(MethodConfig):
     w1: float = 0.2
     w2: float = 0.55
     w3: float = 0.25
-    stop_similarity: float = 0.9
+    stop_similarity: float = 0.7
+    plan_context_sigma: float | None = 0.9
+    parent_weight: float = 0.9
+    pool_duplicates: Literal["mean", "max"] = "mean"
     max_steps: int = 5
     self_reflect: bool = True
     formalize: bool = True
@@ -124,9 +131,9 @@ class HGOTConfig(MethodConfig):
     citation_quality: bool = True
     passage_scoring: bool = True
     entailment_delta: bool = True
-    max_passage_words: int = 80
+    max_passage_words: int | None = None
     max_tokens: int = 160
-    complete_answer: bool = True
+    missing_answer: Literal["dsp", "follow-up", "rationale"] = "dsp"
     demo_source: Literal["paper", "bootstrap"] = "paper"
     demo_selection: Literal["sampling", "knn"] = "sampling"
     num_demos: int = 2
@@ -151,6 +158,33 @@ class Node:
     answer: str
     ci: float
     context: list[Scored] = field(default_factory=list)
+
+
+#: ``plan_context_sigma=None`` (hopqa's earlier choice): the Plan prompt shows the probe's first
+#: three passages in retrieval order, each cut to this many words.
+PLAN_CONTEXT_PASSAGES, PLAN_CONTEXT_WORDS = 3, 40
+
+
+def plan_context(context: list[Scored], threshold: float | None) -> list[Scored]:
+    """The passages the Plan prompt shows: those whose updated σ is above ``threshold``, highest
+    first (the official code, ``B[0]`` = 0.9; none: the prompt without context), or with
+    ``threshold=None`` the first three in retrieval order."""
+    if threshold is None:
+        return context[:PLAN_CONTEXT_PASSAGES]
+    return sorted((x for x in context if x.sigma > threshold), key=lambda x: -x.sigma)
+
+
+def pool_passages(own: list[Scored], subs: list[list[Scored]], parent_weight: float,
+                  duplicates: str) -> list[Scored]:
+    """INFER's candidates: the query's own passages with σ × ``parent_weight`` (the official
+    code's ``B[2]`` = 0.9, which favours the sub-queries' evidence), then each sub-query's, a
+    passage met more than once merged at the ``mean`` (official) or ``max`` of its σ, in order
+    of first appearance."""
+    seen: dict[str, list[Scored]] = {}
+    for x in [*(Scored(x.passage, x.sigma * parent_weight) for x in own), *(x for ctx in subs for x in ctx)]:
+        seen.setdefault(x.passage.id, []).append(x)
+    merge = max if duplicates == "max" else (lambda v: sum(v) / len(v))
+    return [Scored(group[0].passage, merge([x.sigma for x in group])) for group in seen.values()]
 
 
 # -- the method ------------------------------------------------------------------------------------
@@ -183,6 +217,16 @@ class HGOT(RetrievingMethod):
 
             self._embedder = default_embedder()
         return self._embedder
+
+    @property
+    def stop_embedder(self) -> Any:
+        """STOP's sentence model: the given ``embedder``, else the official code's
+        bert-base-nli-mean-tokens when present, else MiniLM (``hopqa.embed.stop_embedder``)."""
+        if self._embedder is not None:
+            return self._embedder
+        from hopqa.embed import stop_embedder
+
+        return stop_embedder()
 
     def run(self, question: str) -> Result:
         if self.demo_set is not None:
@@ -232,6 +276,7 @@ class HGOT(RetrievingMethod):
     def search(self, graph: nx.DiGraph, d: int, retriever: TracedRetriever) -> list[Node]:
         """Traverse the plan's steps in topological order; a level's steps run concurrently."""
         answers: dict[int, str] = {}
+        asked: dict[int, str] = {}  # each step as traversed: rewritten or as planned
         nodes: dict[int, Node] = {}
         with step("search", depth=d, levels=[sorted(g) for g in nx.topological_generations(graph)]):
             for level in nx.topological_generations(graph):
@@ -241,7 +286,8 @@ class HGOT(RetrievingMethod):
                     q = graph.nodes[i]["question"]
                     preds = sorted(graph.predecessors(i))
                     if preds and self.config.rewrite:
-                        q = self.rewrite(graph, i, preds, answers)
+                        q = self.rewrite(graph, i, preds, answers, asked)
+                    asked[i] = q
                     return i, self.traverse(q, d, retriever)
 
                 if len(level) == 1:
@@ -257,32 +303,33 @@ class HGOT(RetrievingMethod):
     # -- PROBE / INFER ---------------------------------------------------------------------------
     def probe(self, q: str, retriever: TracedRetriever) -> Node:
         with step("probe", query=q) as s:
-            hits = retriever.search(q, self.config.k)
+            hits = retriever.search(q, self.config.probe_k)
             context = [Scored(p, sigma) for p, sigma in zip(hits, normalize_scores([p.score for p in hits]))]
             node = self.predict(q, context, s)
             return node
 
     def infer(self, q: str, own: list[Scored], sub_nodes: list[Node]) -> Node:
+        """Pool the query's passages (σ × ``parent_weight``) with every sub-query's, merge
+        duplicates (``pool_duplicates``: their mean σ, as the official code; or the max), keep
+        the top ``k`` by σ (ties: first seen, the query's own first) and predict again."""
+        cfg = self.config
         with step("infer", query=q) as s:
-            pool: dict[str, Scored] = {}
-            for sc in [*own, *(x for n in sub_nodes for x in n.context)]:
-                if sc.passage.id not in pool or sc.sigma > pool[sc.passage.id].sigma:
-                    pool[sc.passage.id] = sc
-            top = sorted(pool.values(), key=lambda x: -x.sigma)[: self.config.k]
-            s.output(candidates=len(pool), selected=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in top])
-            return self.predict(q, [Scored(x.passage, x.sigma) for x in top], s)
+            pooled = pool_passages(own, [n.context for n in sub_nodes], cfg.parent_weight, cfg.pool_duplicates)
+            top = sorted(pooled, key=lambda x: -x.sigma)[: cfg.k]
+            s.output(candidates=len(pooled), selected=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in top])
+            return self.predict(q, top, s)
 
     def predict(self, q: str, context: list[Scored], s: Any) -> Node:
         """Predict with m samples, score thoughts, vote, CI, and update σ (shared by probe and infer)."""
         cfg = self.config
-        texts = [render_passage(x.passage) for x in context]  # what the NLI judge reads: whole passages
+        # what the NLI judge reads: each passage exactly as the model was shown it
+        texts = [render_passage(x.passage, max_words=cfg.max_passage_words) for x in context]
         ctx = render_passages([x.passage for x in context], max_words=cfg.max_passage_words, **CONTEXT_FORMAT)
         prompt = PREDICT_PROMPT.format(instructions=PREDICT_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("predict", q)),
                                        context=ctx or "(no passages)", question=q)
         gen = self.llm.generate(prompt, n=cfg.samples, temperature=cfg.temperature if cfg.samples > 1 else 0.0,
                                 max_tokens=cfg.max_tokens, stop=["\n\n---", "\nContext:", "\nQuestion:"])
-        thoughts = [self.parse_thought(t, len(context)) for t in gen.texts]
-        self.fill_missing_answers(prompt, thoughts, s)
+        thoughts = self.complete_thoughts(prompt, [self.parse_thought(t, len(context)) for t in gen.texts], s)
         entails = self.judge.entails if cfg.citation_quality or cfg.entailment_delta else None
         for t in thoughts:
             if cfg.citation_quality and entails is not None:
@@ -292,7 +339,8 @@ class HGOT(RetrievingMethod):
         answer, ci, votes = vote(thoughts)
         before = [round(x.sigma, 4) for x in context]
         if cfg.passage_scoring and context:
-            nu_bar = passage_votes(thoughts, texts, self.judge.entails if cfg.entailment_delta else None)
+            voters = [t for t in thoughts if normalize_answer(t.answer)]  # official: empty answers do not count
+            nu_bar = passage_votes(voters, texts, self.judge.entails if cfg.entailment_delta else None)
             context = [Scored(x.passage, update_sigma(x.sigma, nb, ci, (cfg.w1, cfg.w2, cfg.w3)))
                        for x, nb in zip(context, nu_bar)]
         else:
@@ -327,37 +375,67 @@ class HGOT(RetrievingMethod):
         answer, _ = extract_answer("\n".join(lines))
         return "" if _BARE_MARKER.fullmatch(answer) else answer
 
-    def fill_missing_answers(self, prompt: str, thoughts: list[Thought], s: Any) -> None:
-        """Samples that stopped before their ``Answer:`` field (small models often do, or run
-        out of tokens) get it the way DSPy, the paper's framework, gets a missing output field:
-        a greedy follow-up call on the prompt + the sample + ``Answer:`` (``complete_answer``).
-        What is still empty (or with the switch off) falls back to the rationale's
-        ``the answer is`` / first line (``completed_answer``). Both are noted in the trace."""
+    def complete_thoughts(self, prompt: str, thoughts: list[Thought], s: Any) -> list[Thought]:
+        """The samples that vote, when some stopped before their ``Answer:`` field (small models
+        often do, or run out of tokens). ``missing_answer``:
+
+        - ``dsp`` (default: DSP's ``generate``, which the authors' code runs,
+          ``dsp/primitives/predict.py``): if any sample has an answer, the samples without one
+          are dropped; if none has, the first sample is continued by one greedy call on the
+          prompt + its rationale + ``Answer:`` (max_tokens = min(max(75, max_tokens // 2),
+          max_tokens)) and is the only sample left;
+        - ``follow-up`` (hopqa's earlier choice): every sample without an answer gets that greedy
+          call (32 tokens), and all samples vote;
+        - ``rationale``: no call, all samples vote.
+
+        What is still empty falls back to the rationale's ``the answer is`` / first line
+        (``completed_answer``). Each case is noted in the trace."""
         missing = [i for i, t in enumerate(thoughts) if not t.answer]
         if not missing:
-            return
-        if self.config.complete_answer:
+            return thoughts
+        if self.config.missing_answer == "dsp":
+            if len(missing) < len(thoughts):
+                s.note(f"{len(missing)} of {len(thoughts)} samples had no answer after 'Answer:': dropped (DSP)")
+                return [t for t in thoughts if t.answer]
+            first = thoughts[0]
+            tokens = min(max(75, self.config.max_tokens // 2), self.config.max_tokens)
+            g = self.llm.generate(prompt + " " + first.rationale + "\nAnswer:", temperature=0.0, max_tokens=tokens,
+                                  stop=_COMPLETION_STOPS)
+            first.answer = self.completed_answer(g.text)
+            s.note(f"no sample had an answer after 'Answer:': the first was continued greedily (DSP), "
+                   f"{len(thoughts) - 1} dropped")
+            thoughts, missing = [first], [0]
+        elif self.config.missing_answer == "follow-up":
             requests = [GenerationRequest.make(prompt + " " + thoughts[i].rationale + "\nAnswer:",
                                                temperature=0.0, max_tokens=32, stop=_COMPLETION_STOPS) for i in missing]
             for i, g in zip(missing, self.llm.map(requests)):
                 thoughts[i].answer = self.completed_answer(g.text)
             s.note(f"{len(missing)} of {len(thoughts)} samples had no answer after 'Answer:': "
-                   "completed by a follow-up call (DSPy-style)")
+                   "completed by a follow-up call each")
         rest = [i for i in missing if not thoughts[i].answer]
         for i in rest:
             thoughts[i].answer = self.completed_answer(thoughts[i].rationale)
         if rest:
             s.note(f"{len(rest)} samples still without an answer: took the rationale's answer sentence or first line "
                    f"({sum(1 for i in rest if not thoughts[i].answer)} found none)")
+        return thoughts
 
     # -- PLAN / STOP / REWRITE ---------------------------------------------------------------------
     def plan(self, q: str, context: list[Scored]) -> nx.DiGraph:
         cfg = self.config
         with step("plan", query=q) as s:
-            ctx = render_passages([x.passage for x in context[:3]], max_words=40, **CONTEXT_FORMAT)
-            out = self.llm.generate(PLAN_PROMPT.format(instructions=PLAN_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("plan", q)),
-                                                       context=ctx or "(none)", question=q),
-                                    max_tokens=200, stop=["\n\n---", "\nContext:", "\nQuestion:"]).text
+            shown = plan_context(context, cfg.plan_context_sigma)
+            if shown or cfg.plan_context_sigma is None:
+                ctx = render_passages([x.passage for x in shown], max_words=None if cfg.plan_context_sigma is not None
+                                      else PLAN_CONTEXT_WORDS, **CONTEXT_FORMAT)
+                prompt = PLAN_PROMPT.format(instructions=PLAN_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("plan", q)),
+                                            context=ctx or "(none)", question=q)
+            else:  # no passage is trusted enough: the plan prompt without context (official code)
+                prompt = PLAN_PROMPT_NO_CONTEXT.format(
+                    instructions=PLAN_INSTRUCTIONS_NO_CONTEXT, question=q,
+                    demos="\n\n---\n\n".join(without_context(d) for d in self.demos("plan", q)))
+            s.output(context=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in shown])
+            out = self.llm.generate(prompt, max_tokens=200, stop=["\n\n---", "\nContext:", "\nQuestion:"]).text
             steps = parse_steps(out, cfg.max_steps)
             unique = list(dict.fromkeys(x.strip() for x in steps))
             if len(unique) < len(steps):
@@ -396,22 +474,25 @@ class HGOT(RetrievingMethod):
                 s.output(stop=True, reason="empty plan")
                 return True
             if graph.number_of_nodes() == 1:
-                sim = self.embedder.similarity(q, graph.nodes[1]["question"])
-                s.output(similarity=round(sim, 4), embedder=getattr(self.embedder, "name", "?"))
+                embedder = self.stop_embedder
+                sim = embedder.similarity(q, graph.nodes[1]["question"])
+                s.output(similarity=round(sim, 4), embedder=getattr(embedder, "name", "?"))
                 if sim > self.config.stop_similarity:
                     s.output(stop=True, reason="single step restating the query")
                     return True
             s.output(stop=False)
             return False
 
-    def rewrite(self, graph: nx.DiGraph, i: int, preds: list[int], answers: dict[int, str]) -> str:
-        """C.4: make step i standalone with the answers of its in-neighbours."""
+    def rewrite(self, graph: nx.DiGraph, i: int, preds: list[int], answers: dict[int, str],
+                asked: dict[int, str]) -> str:
+        """C.4: make step i standalone with the answers of its in-neighbours: each in-neighbour as
+        it was asked (its own rewrite, if it had one) with its answer, empty or not, as the
+        official code writes the rewrite context."""
         with step("rewrite", step=i) as s:
-            parts = [f"Step {p}: {graph.nodes[p]['question']} ANSWER: {answers[p]}." for p in preds if answers.get(p)]
+            parts = [f"Step {p}: {asked.get(p, graph.nodes[p]['question'])} ANSWER: {answers.get(p, '')}." for p in preds]
             original = graph.nodes[i]["question"]
-            if not parts:
-                s.note("no answered in-neighbour: the step is kept as it is")
-                return original
+            if not any(answers.get(p) for p in preds):
+                s.note("no in-neighbour has an answer: rewritten with empty answers (as the official code)")
             context = " ".join(parts + [f"Step {i}: {original}"])
             out = self.llm.generate(REWRITE_PROMPT.format(instructions=REWRITE_INSTRUCTIONS,
                                                           demos="\n\n---\n\n".join(self.demos("rewrite", original)),

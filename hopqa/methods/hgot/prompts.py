@@ -40,6 +40,26 @@ PLAN_DEMOS = [
 ]
 PLAN_PROMPT = "{instructions}\n\n---\n\n{demos}\n\n---\n\nContext:\n{context}\nQuestion: {question}\nPlan:"
 
+#: C.1 Plan without context: the official code's ``plan_template_wo_cx``, used when no passage
+#: of the probe scored σ above ``plan_context_sigma``; its demonstrations show no context either.
+PLAN_INSTRUCTIONS_NO_CONTEXT = (
+    "Sketch a plan to answer the following question. List only the essential steps which can be answered by "
+    "search engines. Express each step as a standalone search question. Highlight interdependencies if any. "
+    "Higher number steps can depend on lower number steps, while the reverse is not possible.\n\n---\n\n"
+    "Follow the following format.\n\n"
+    "Question: ${the question to be answered}\n\n"
+    "Plan:\nStep 1: ${a standalone search question. e.g., ...?} Step 2: ${a standalone search question. "
+    "e.g., ...?} ... Step n: ${a standalone search question. e.g., ...?}\n"
+    "Dependencies: ${interdependencies among multiple steps. e.g., Step ... depends on Step ... .}"
+)
+PLAN_PROMPT_NO_CONTEXT = "{instructions}\n\n---\n\n{demos}\n\n---\n\nQuestion: {question}\nPlan:"
+
+
+def without_context(demo: str) -> str:
+    """A Plan demonstration without its ``Context:`` field (for the prompt without context)."""
+    head, sep, rest = demo.partition("Question:")
+    return sep + rest if head.startswith("Context:") and sep else demo
+
 #: C.2 Self-reflect.
 REFLECT_INSTRUCTIONS = (
     "Highlight interdependencies among the steps below if any. Higher number steps can depend on lower number "

@@ -106,7 +106,8 @@ def thought_quality(rec: float, prec: float, alpha: float, beta: float, gamma: f
 
 def vote(thoughts: Sequence[Thought]) -> tuple[str, float, dict[str, float]]:
     """Eqs. 2-3: the answer with the largest ρ-weighted vote, its confidence CI, and the votes
-    by normalised answer. Ties go to the answer seen first. Empty answers do not vote."""
+    by normalised answer. Ties go to the answer seen first. Empty answers do not vote and, as in
+    the official code (``judge.py``), are not in CI's denominator either."""
     votes: dict[str, float] = {}
     surface: dict[str, str] = {}
     for t in thoughts:
@@ -115,7 +116,7 @@ def vote(thoughts: Sequence[Thought]) -> tuple[str, float, dict[str, float]]:
             continue
         votes[key] = votes.get(key, 0.0) + t.rho
         surface.setdefault(key, t.answer)
-    total = sum(t.rho for t in thoughts)
+    total = sum(votes.values())
     if not votes:
         return "", 0.0, {}
     best = max(votes, key=lambda k: (votes[k], -list(votes).index(k)))
