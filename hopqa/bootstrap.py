@@ -5,17 +5,23 @@ A client of the method, like the evaluation runner (the shape of DSPy's
 demonstrations, on training examples, keeps the runs whose prediction matches the gold answer
 (normalized exact match against any alias), and reads each kept run's **trace** for the
 candidate demonstrations (``candidates_from_trace``); HGOT itself records nothing beyond its
-trace and takes the finished ``DemoSet`` as its ``demo_set`` argument. In the trace:
+trace and takes the finished ``DemoSet`` as its ``demo_set`` argument.
 
-- every ``probe`` and ``infer`` step is a Predict call: its query, the best-scored sample (ρ)
-  among those giving the voted answer, and its passages after the σ update, each shown by its
-  first 30 words;
-- every ``plan`` step with steps is a Plan (and Self-reflect) call: its query, steps and
-  described dependencies, and the passages it was shown (its ``context`` output);
-- every ``rewrite`` step that rewrote a step is a Rewrite call: the step, the context of
-  earlier answers it was shown and the rewrite.
+``bootstrap_mode=official`` (default: the authors' code, ``pipeline.py`` ``annotate``) runs
+HGOT as that code does while annotating: two levels (``depth=1`` here), no NLI voting
+(``citation_quality``, ``entailment_delta`` and ``passage_scoring`` off: a plain majority,
+σ stays the retriever's), every passage in the plan context (``plan_context_sigma=0``), and
+records one demonstration of each kind per run: the root's final Predict (its query, the
+first sample giving the voted answer, its passages whole), the first Plan (query, steps, the
+dependencies as "Step b depends on Step a." from the parsed edges or "None", the passages it
+was shown) and the first Rewrite (the step, the context it was shown, the rewrite).
+``build_demo_set`` then keeps a run's demonstrations all together or not at all.
 
-``hgot.demos.build_demo_set`` then applies Appendix D's filters. Runs are recorded example
+``bootstrap_mode=every-call`` (hopqa's earlier choice) runs HGOT with the method's own
+settings and takes every call of a kept run: every ``probe`` and ``infer`` step (the
+best-scored sample among those giving the voted answer, passages by their first 30 words),
+every ``plan`` step with steps, every ``rewrite`` step that rewrote; each kind filtered on
+its own. Runs are recorded example
 by example in a JSON-lines file (``hopqa.jsonl``: durable appends; a torn last line from a
 kill is skipped) under ``<home>/demos`` or ``config.demo_cache``, named by a hash of the LLM,
 the training split, the HGOT settings that shape the outputs and, when some training example
@@ -52,8 +58,8 @@ from hopqa.trace import Step, Trace
 from hopqa.types import Example, Passage
 
 #: Bumped when the record format or the way runs are made changes (invalidates cached runs).
-BOOTSTRAP_FORMAT = 5
-#: Words of each passage a Predict / Plan demonstration shows.
+BOOTSTRAP_FORMAT = 6
+#: Words of each passage a Predict / Plan demonstration shows (``every-call``; ``official``: whole).
 DEMO_PASSAGE_WORDS = 30
 #: Passages a Plan call is shown (the first of the probe's context).
 PLAN_PASSAGES = 3
@@ -85,21 +91,22 @@ class _Remembering(RetrieverBase):
 
 
 # -- from a trace to candidate demonstrations -------------------------------------------------------------
-def _shown(ids: Sequence[str], passages: Mapping[str, Passage]) -> list[str]:
-    return [render_passage(passages[pid], i + 1, max_words=DEMO_PASSAGE_WORDS) for i, pid in enumerate(ids)]
+def _shown(ids: Sequence[str], passages: Mapping[str, Passage], words: int | None = DEMO_PASSAGE_WORDS) -> list[str]:
+    return [render_passage(passages[pid], i + 1, max_words=words) for i, pid in enumerate(ids)]
 
 
-def _predict(s: Step, passages: Mapping[str, Passage]) -> dict[str, Any] | None:
+def _predict(s: Step, passages: Mapping[str, Passage], words: int | None = DEMO_PASSAGE_WORDS) -> dict[str, Any] | None:
     answer = s.outputs.get("answer") or ""
     if not answer:
         return None
     voted = [t for t in s.outputs.get("samples", []) if normalize_answer(t["answer"]) == normalize_answer(answer)]
     best = max(voted, key=lambda t: t["rho"])
     return {"kind": "predict", "question": s.inputs["query"], "rationale": best["rationale"], "answer": best["answer"],
-            "context": _shown(s.outputs.get("passages", []), passages)}
+            "context": _shown(s.outputs.get("passages", []), passages, words)}
 
 
-def _plan(s: Step, probe: Step | None, passages: Mapping[str, Passage]) -> dict[str, Any] | None:
+def _plan(s: Step, probe: Step | None, passages: Mapping[str, Passage], words: int | None = DEMO_PASSAGE_WORDS,
+          formal: bool = False) -> dict[str, Any] | None:
     steps = list(s.outputs.get("steps") or [])
     if not steps:
         return None
@@ -107,9 +114,13 @@ def _plan(s: Step, probe: Step | None, passages: Mapping[str, Passage]) -> dict[
         shown = [x["id"] for x in s.outputs["context"]]
     else:  # a trace written before plan steps recorded them: the probe's first three
         shown = (probe.outputs.get("passages", []) if probe is not None else [])[:PLAN_PASSAGES]
-    return {"kind": "plan", "question": s.inputs["query"], "steps": steps,
-            "dependencies": s.outputs.get("dependencies") or ("None" if len(steps) == 1 else ""),
-            "context": _shown(shown, passages)}
+    if formal:  # the official code writes the parsed edges back as sentences
+        edges = s.outputs.get("edges") or []
+        dependencies = " ".join(f"Step {b} depends on Step {a}." for a, b in edges) or "None"
+    else:
+        dependencies = s.outputs.get("dependencies") or ("None" if len(steps) == 1 else "")
+    return {"kind": "plan", "question": s.inputs["query"], "steps": steps, "dependencies": dependencies,
+            "context": _shown(shown, passages, words)}
 
 
 def _rewrite(s: Step) -> dict[str, Any] | None:
@@ -119,10 +130,13 @@ def _rewrite(s: Step) -> dict[str, Any] | None:
             "rewrite": s.outputs["rewritten"]}
 
 
-def candidates_from_trace(trace: Trace, passages: Mapping[str, Passage]) -> list[dict[str, Any]]:
-    """The Predict, Plan and Rewrite calls of one HGOT run, in the order they were made, as
-    records (``{"kind", "question", ...}``, see the module docstring); ``passages`` maps the
-    ids in the trace to the passages."""
+def candidates_from_trace(trace: Trace, passages: Mapping[str, Passage], mode: str = "official") -> list[dict[str, Any]]:
+    """The candidate demonstrations of one HGOT run as records (``{"kind", "question", ...}``,
+    see the module docstring): ``official``, the root's final Predict, the first Plan and the
+    first Rewrite; ``every-call``, every Predict, Plan and Rewrite call in the order they were
+    made. ``passages`` maps the ids in the trace to the passages."""
+    if mode == "official":
+        return _official_candidates(trace, passages)
     records: list[dict[str, Any]] = []
 
     def visit(s: Step, probe: Step | None) -> None:
@@ -145,6 +159,29 @@ def candidates_from_trace(trace: Trace, passages: Mapping[str, Passage]) -> list
     return records
 
 
+def _official_candidates(trace: Trace, passages: Mapping[str, Passage]) -> list[dict[str, Any]]:
+    steps = list(trace.root.walk())
+    roots = [s for s in steps if s.kind == "traverse" and s.inputs.get("depth") == 0]
+    records: list[dict[str, Any]] = []
+    if roots:
+        final = [c for c in roots[0].children if c.kind in ("probe", "infer")]
+        if final and (record := _predict(final[-1], passages, None)) is not None:
+            records.append(record)
+    plans = [s for s in steps if s.kind == "plan" and s.outputs.get("steps")]
+    if plans and (record := _plan(plans[0], None, passages, None, formal=True)) is not None:
+        records.append(record)
+    rewrites = [r for r in (_rewrite(s) for s in steps if s.kind == "rewrite") if r is not None]
+    return records + rewrites[:1]
+
+
+#: What the official code changes while it annotates (``pipeline.py``: depth 2, no electoral
+#: college, ``B[0] = 0``), in this config's terms.
+OFFICIAL_BOOTSTRAP_SETTINGS: dict[str, Any] = {
+    "depth": 1, "citation_quality": False, "entailment_delta": False, "passage_scoring": False,
+    "plan_context_sigma": 0.0,
+}
+
+
 # -- the runs ---------------------------------------------------------------------------------------------
 def cache_key(**parts: Any) -> str:
     """A short stable hash of the settings a bootstrap depends on."""
@@ -157,7 +194,8 @@ def runs_file(llm_identity: dict[str, Any], config: HGOTConfig, retriever: str |
     """Where the runs of this LLM / training split / configuration are recorded."""
     shaping = {k: v for k, v in vars(config).items()
                if not k.startswith(("demo_", "bootstrap_")) and k not in ("num_demos", "seed")}
-    key = cache_key(llm=llm_identity, dataset=config.bootstrap_dataset, config=shaping, retriever=retriever)
+    key = cache_key(llm=llm_identity, dataset=config.bootstrap_dataset, config=shaping, retriever=retriever,
+                    mode=config.bootstrap_mode)
     root = Path(config.demo_cache) if config.demo_cache else default_home(home) / "demos"
     return root / f"hgot-{config.bootstrap_dataset.replace(':', '-')}-{key}.jsonl"
 
@@ -169,7 +207,7 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
 
 
 def record_runs(examples: Sequence[Example], run: Callable[[Example], tuple[str, list[dict[str, Any]], str | None]],
-                path: Path, *, progress: bool = True) -> DemoSet:
+                path: Path, *, progress: bool = True, mode: str = "official") -> DemoSet:
     """Run ``run(example) -> (prediction, records, error)`` on every example not yet in ``path``
     (appending one JSON line per example as it finishes, durably), then build the demonstration set."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,7 +223,7 @@ def record_runs(examples: Sequence[Example], run: Callable[[Example], tuple[str,
                            "prediction": prediction, "matched": matched, "error": error,
                            "records": records if matched else []})
     wanted = {ex.id for ex in examples}
-    return build_demo_set(r for r in read_runs(path) if r.get("id") in wanted)
+    return build_demo_set((r for r in read_runs(path) if r.get("id") in wanted), mode)
 
 
 def bootstrap_hgot(llm: Any, config: HGOTConfig, *, corpus: Callable[[], Retriever] | None = None,
@@ -202,7 +240,8 @@ def bootstrap_hgot(llm: Any, config: HGOTConfig, *, corpus: Callable[[], Retriev
         raise MethodError(f"cannot bootstrap HGOT demonstrations from {config.bootstrap_dataset!r}: {exc}") from exc
     retriever = corpus() if corpus is not None and any(not ex.paragraphs for ex in examples) else None
     placeholder = retriever if retriever is not None else CandidatePool([])
-    runner = HGOT(llm, placeholder, replace(config, demo_source="paper"), judge=judge, embedder=embedder)
+    settings = OFFICIAL_BOOTSTRAP_SETTINGS if config.bootstrap_mode == "official" else {}
+    runner = HGOT(llm, placeholder, replace(config, demo_source="paper", **settings), judge=judge, embedder=embedder)
 
     def run(ex: Example) -> tuple[str, list[dict[str, Any]], str | None]:
         seen: dict[str, Passage] = {}
@@ -211,11 +250,11 @@ def bootstrap_hgot(llm: Any, config: HGOTConfig, *, corpus: Callable[[], Retriev
             return "", [], "the example has no paragraphs and no retriever was given"
         # a fresh context: the runs are not part of any question's trace or usage
         ans = contextvars.Context().run(runner.with_retriever(_Remembering(inner, seen)).answer, ex.question)
-        return ans.answer, candidates_from_trace(ans.trace, seen), ans.error
+        return ans.answer, candidates_from_trace(ans.trace, seen, config.bootstrap_mode), ans.error
 
     path = runs_file(runner.llm.identity(), config, getattr(retriever, "name", None) if retriever is not None else None,
                      home)
-    demo_set = record_runs(examples, run, path, progress=progress)
+    demo_set = record_runs(examples, run, path, progress=progress, mode=config.bootstrap_mode)
     result = Bootstrap(demo_set, path)
     result.demos_file.write_text(json.dumps(asdict(demo_set), ensure_ascii=False, indent=1), encoding="utf-8")
     return result

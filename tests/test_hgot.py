@@ -550,3 +550,19 @@ def test_hgot_runs_in_the_evaluation_runner(tmp_path):
     rec = read_results(tmp_path / "run" / "results.jsonl")["x1"]
     assert rec["status"] == "ok" and rec["metrics"]["em"] == 1.0 and summary.metrics["em"] == 1.0
     assert rec["trace"]["children"][0]["kind"] == "traverse"
+
+
+def test_the_appendix_c_demonstrations_are_the_papers():
+    """C.5 shows three demonstrations with seven passages each; C.4's two are Manhattan and
+    Cutchin (Boehly is the paper's example query, not a demonstration)."""
+    from hopqa.methods.hgot.prompts import PREDICT_DEMOS, REWRITE_DEMOS
+
+    assert len(PREDICT_DEMOS) == 3
+    for demo in PREDICT_DEMOS:
+        context = demo.split("\nQuestion:")[0].splitlines()[1:]
+        assert [line[:4] for line in context] == [f"[{i}] " for i in range(1, 8)]
+    assert PREDICT_DEMOS[0].endswith("the Manhattan Jaspers basketball team [1][4][5].\nAnswer: Steve Masiello")
+    assert PREDICT_DEMOS[1].endswith("Mechanical College [1][2].\nAnswer: Oklahoma Agricultural and Mechanical College")
+    assert PREDICT_DEMOS[2].endswith("collective bargaining [1][4][5][6][7].\nAnswer: Scott Walker")
+    assert "Oklahoma State-University-Stillwater, which was originally known as what?" in PREDICT_DEMOS[1]
+    assert "Phil Cutchin" in REWRITE_DEMOS[1] and not any("Boehly" in d for d in REWRITE_DEMOS)

@@ -15,6 +15,7 @@ from hopqa.methods.hgot import HGOTConfig
 from hopqa.methods.hgot.demos import (
     PredictDemo,
     build_demo_set,
+    official_rationale,
     iqr_upper_fence,
     normalize_citations,
     select_balanced,
@@ -71,7 +72,7 @@ def test_build_demo_set_applies_the_match_rule_and_the_filters():
     runs = [_run(0), _run(1), _run(2, matched=False), _run(3, rationale="X [sic] is Y [1]."),
             _run(4, deps="Step 1 -> Step 2"), _run(5, steps=("Who is X?", "What is the Y of the X that " + "z " * 30)),
             _run(6), {"id": "t7", "error": "boom", "records": []}, _run(8)]
-    ds = build_demo_set(runs)
+    ds = build_demo_set(runs, "every-call")
     assert ds.stats["runs"] == 9 and ds.stats["matched"] == 7 and ds.stats["failed"] == 1
     assert ds.stats["predict_bad_citations"] == 1 and ds.stats["plan_bad_dependencies"] == 1
     assert ds.stats["plan_long_steps"] == 1  # run 5's 36-word step is above Q3 + 1.5 IQR
@@ -113,13 +114,13 @@ def test_bootstrap_file_is_resumable(tmp_path):
                                                   "rationale": "X is Y [1].", "answer": "Y"}], None
 
     path = tmp_path / "runs.jsonl"
-    ds = record_runs(examples[:2], run, path, progress=False)
+    ds = record_runs(examples[:2], run, path, progress=False, mode="every-call")
     assert calls == ["e0", "e1"] and len(ds.predict) == 1 and ds.stats["matched"] == 1
     with path.open("a") as f:
         f.write('{"id": "e2", "torn')  # a run killed mid-write
-    ds = record_runs(examples, run, path, progress=False)
+    ds = record_runs(examples, run, path, progress=False, mode="every-call")
     assert calls == ["e0", "e1", "e2"] and len(ds.predict) == 2
-    assert record_runs(examples, run, path, progress=False).stats["runs"] == 3 and len(calls) == 3
+    assert record_runs(examples, run, path, progress=False, mode="every-call").stats["runs"] == 3 and len(calls) == 3
     unmatched = [json.loads(x) for x in path.read_text().splitlines() if '"e1"' in x][0]
     assert unmatched["matched"] is False and unmatched["records"] == [] and unmatched["prediction"] == "N"
 
@@ -129,7 +130,7 @@ def test_the_candidates_are_read_from_the_trace():
     """Predict (probe and infer), Plan and Rewrite calls, in call order, as Appendix D shows them."""
     method, _ = scripted_hgot()
     ans = method.answer(Q)
-    records = candidates_from_trace(ans.trace, {p.id: p for p in POOL.passages})
+    records = candidates_from_trace(ans.trace, {p.id: p for p in POOL.passages}, "every-call")
     kinds = [r["kind"] for r in records]
     # probe Q, plan Q, [probe sub 1 (leaf: plan), ...], rewrite step 2, probe sub 2, ..., infer Q
     assert kinds[:2] == ["predict", "plan"] and kinds[-1] == "predict" and "rewrite" in kinds
@@ -176,10 +177,12 @@ def _bootstrap(tmp_path, **cfg):
 
 
 def test_bootstrapped_demos_reach_the_prompts(tmp_path, monkeypatch):
+    """hopqa's earlier harvest (every call of a matched run): the nearest Predict demonstration by
+    KNN is the sub-query's own."""
     train = [Example(id="t1", question=Q, answers=["Stanley"], paragraphs=POOL.passages),
              Example(id="t2", question="Who is the mayor of Paris?", answers=["Anne Hidalgo"], paragraphs=POOL.passages)]
     seen = _train(monkeypatch, train)
-    result, boot_llm = _bootstrap(tmp_path, bootstrap_examples=2)
+    result, boot_llm = _bootstrap(tmp_path, bootstrap_examples=2, bootstrap_mode="every-call")
     assert seen["args"] == ("hotpotqa", "train", 2) and boot_llm.requests
     method, llm = scripted_hgot(demo_set=result.demo_set, demo_source="bootstrap", demo_cache=str(tmp_path),
                                 bootstrap_examples=2, demo_selection="knn", num_demos=1)
@@ -197,14 +200,67 @@ def test_bootstrapped_demos_reach_the_prompts(tmp_path, monkeypatch):
     assert files == [result.runs_file] and len(files[0].read_text().splitlines()) == 2
     assert result.demos_file.is_file()
     # the same settings again read the runs from disk: no model call to bootstrap
-    again, llm2 = _bootstrap(tmp_path, bootstrap_examples=2)
+    again, llm2 = _bootstrap(tmp_path, bootstrap_examples=2, bootstrap_mode="every-call")
     assert llm2.requests == [] and len(again.demo_set.predict) == len(result.demo_set.predict)
+
+
+def test_official_bootstrap_keeps_one_demonstration_of_each_kind_per_run(tmp_path, monkeypatch):
+    """The authors' annotate(): two levels, no NLI voting, every passage in the plan context; a
+    matched run gives its root's final Predict, its first Plan (dependencies from the parsed
+    edges) and its first Rewrite, whole passages."""
+    train = [Example(id="t1", question=Q, answers=["Stanley"], paragraphs=POOL.passages),
+             Example(id="t2", question="Who is the mayor of Paris?", answers=["Anne Hidalgo"], paragraphs=POOL.passages)]
+    _train(monkeypatch, train)
+    result, boot_llm = _bootstrap(tmp_path, bootstrap_examples=2)
+    ds = result.demo_set
+    assert ds.stats["matched"] == 1 and ds.stats["kept"] == 1
+    assert [d.question for d in ds.predict] == [Q] and [d.question for d in ds.plan] == [Q] and len(ds.rewrite) == 1
+    assert ds.predict[0].rationale == "Stanley is the county seat of Mountrail County [1]."
+    assert ds.plan[0].dependencies == "Step 2 depends on Step 1."
+    assert ds.plan[0].steps == ("Which county is Van Hook Township in?", "What is the seat of that county?")
+    assert all(not c.endswith(" ...") for c in ds.predict[0].context)  # whole passages
+    assert ds.rewrite[0].context.startswith("Step 1: Which county is Van Hook Township in? ANSWER: Mountrail County.")
+    # no NLI voting while annotating: the judge was never asked
+    assert not any(r.text().startswith("Premise") or "Hypothesis:" in r.text() for r in boot_llm.requests)
+    runs = [json.loads(x) for x in result.runs_file.read_text().splitlines()]
+    assert [r["kind"] for r in runs[0]["records"]] == ["predict", "plan", "rewrite"]
+    # a different mode is a different cache file
+    other, _ = _bootstrap(tmp_path, bootstrap_examples=2, bootstrap_mode="every-call")
+    assert other.runs_file != result.runs_file
+
+
+@pytest.mark.parametrize("change, stat", [
+    ({"rationale": "X is Y."}, "bad_rationale"),  # no citation
+    ({"rationale": "X is Y [1]"}, "bad_rationale"),  # no full stop
+    ({"steps": ("Who is X?", "Find Y")}, "bad_steps"),  # a step that is not a question
+    ({"deps": "Step 1 -> Step 2"}, "bad_dependencies"),
+])
+def test_official_filters_drop_the_whole_run(change, stat):
+    ds = build_demo_set([_run(0), _run(1, **change), _run(2)])
+    assert ds.stats[stat] == 1 and ds.stats["kept"] == 2
+    assert [d.question for d in ds.predict] == [d.question for d in ds.plan] == ["q0", "q2"]
+    assert [d.question for d in ds.rewrite] == ["s0", "s2"]
+
+
+def test_official_rationale_moves_leading_marks_and_needs_a_citation():
+    assert official_rationale("[1] Paris is in France. [2] It is big.") == "Paris is in France [1]. It is big [2]."
+    assert official_rationale("Paris is in France [1].\nIt is big [2].") == "Paris is in France [1]. It is big [2]."
+    assert official_rationale("Paris is in France.") is None
+
+
+def test_official_iqr_uses_mean_step_characters():
+    runs = [_run(i, steps=("Who is X?", "What is Y" + "y" * i + "?")) for i in range(4)]  # means 9.5 .. 11
+    runs.append(_run(4, steps=("Who is X?", "What is the Y of the X that " + "z " * 30 + "?")))
+    ds = build_demo_set(runs)
+    assert ds.stats["long_steps"] == 1 and ds.stats["kept"] == 4
+    same = build_demo_set([_run(i) for i in range(4)])  # IQR 0: every plan at the fence is kept
+    assert same.stats["kept"] == 4
 
 
 def test_no_bootstrapped_demo_of_a_kind_falls_back_to_the_paper(tmp_path, monkeypatch):
     _train(monkeypatch, [Example(id="t1", question="Who is the mayor of Paris?", answers=["Anne Hidalgo"],
                                  paragraphs=POOL.passages)])
-    result, _ = _bootstrap(tmp_path, depth=0)
+    result, _ = _bootstrap(tmp_path)
     method, llm = scripted_hgot(demo_set=result.demo_set, demo_source="bootstrap", depth=0)
     ans = method.answer(Q)
     assert ans.error is None and ans.trace.root.find("demonstrations")[0].outputs["matched"] == 0

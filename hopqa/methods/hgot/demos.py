@@ -158,8 +158,84 @@ def answer_class(answers: Sequence[str]) -> str:
 
 
 # -- from recorded runs to a demonstration set ---------------------------------------------------------
-def build_demo_set(runs: Iterable[dict[str, Any]]) -> DemoSet:
-    """Apply DSP's match rule and Appendix D's filters to recorded runs (see the module docstring)."""
+#: The official code's rationale clean-up before its format check (``pipeline.py``): a run of
+#: marks written before a sentence moves behind it.
+_MARKS_BEFORE = re.compile(r"((\[[0-9]+\])+)\s*([^a-z\[\.\s][^\[\.]*)\.[\n\s]")
+_MARKS_BEFORE_END = re.compile(r"((\[[0-9]+\])+)\s*([^a-z\[\.\s][^\[\.]*)\.$")
+#: The paper's dependency regex as the official code applies it (``re.match``: a prefix match).
+OFFICIAL_DEPENDENCIES = re.compile(r"None|((\s*([Ss]tep [0-9]+) depends on ([Ss]tep [0-9]+)\.\s*)+)")
+
+
+def official_rationale(rationale: str) -> str | None:
+    """The official code's rationale clean-up and check: marks before a sentence moved behind
+    it, newlines to spaces; kept when it matches ``RATIONALE_FORMAT`` and cites at least once."""
+    text = _MARKS_BEFORE.sub(r"\3 \1. ", rationale.strip())
+    text = _MARKS_BEFORE_END.sub(r"\3 \1.", text).replace("\n", " ").strip()
+    return text if RATIONALE_FORMAT.match(text) and re.search(r"\[[0-9]+\]", text) else None
+
+
+def build_demo_set(runs: Iterable[dict[str, Any]], mode: str = "official") -> DemoSet:
+    """Apply DSP's match rule and Appendix D's filters to recorded runs (see the module docstring).
+
+    ``official`` (the authors' code): a run gives one demonstration of each kind it recorded
+    (the root's final Predict, the first Plan, the first Rewrite), all or none: the rationale
+    must pass ``official_rationale``, every plan step end with "?", the dependencies match the
+    paper's regex, and the plan's mean step length (characters) not be an outlier, above Q3 +
+    1.5·IQR of all recorded plans' (midpoint quartiles, as the code; over the whole file instead
+    of its batches; skipped with fewer than 4 plans; a plan exactly at the fence is kept, where
+    the code's strict ``<`` drops it). ``every-call``
+    (hopqa's earlier choice): every recorded call is a candidate, each kind filtered on its own
+    (``normalize_citations``, ``well_formed_dependencies``, IQR of step lengths in words)."""
+    runs = list(runs)
+    if mode == "every-call":
+        return _every_call(runs)
+    out = DemoSet()
+    stats = dict.fromkeys(["runs", "matched", "failed", "kept", "bad_rationale", "bad_steps", "bad_dependencies",
+                           "long_steps"], 0)
+    plan_lengths = [float(np.mean([len(x) for x in r["steps"]])) for run in runs for r in run.get("records", [])
+                    if r["kind"] == "plan" and r.get("steps")]
+    fence = None
+    if len(plan_lengths) >= 4:
+        q1, q3 = np.percentile(np.asarray(plan_lengths), [25, 75], method="midpoint")
+        fence = float(q3 + 1.5 * (q3 - q1))
+    for run in runs:
+        stats["runs"] += 1
+        if run.get("error"):
+            stats["failed"] += 1
+            continue
+        if not run.get("matched"):
+            continue
+        stats["matched"] += 1
+        label = answer_class(run.get("answers") or [])
+        by_kind = {r["kind"]: r for r in run.get("records", [])}
+        predict, plan, rewrite = by_kind.get("predict"), by_kind.get("plan"), by_kind.get("rewrite")
+        rationale = official_rationale(predict.get("rationale", "")) if predict else None
+        if rationale is None or not predict.get("answer"):
+            stats["bad_rationale"] += 1
+            continue
+        steps = tuple(plan.get("steps", [])) if plan else ()
+        deps = " ".join(str(plan.get("dependencies", "")).split()) if plan else ""
+        if not steps or not all(x.endswith("?") for x in steps):
+            stats["bad_steps"] += 1
+            continue
+        if not OFFICIAL_DEPENDENCIES.match(deps):
+            stats["bad_dependencies"] += 1
+            continue
+        if fence is not None and np.mean([len(x) for x in steps]) > fence:  # an outlier (the code's `<` drops ties too)
+            stats["long_steps"] += 1
+            continue
+        stats["kept"] += 1
+        out.predict.append(PredictDemo(predict["question"], tuple(predict.get("context", [])), rationale,
+                                       predict["answer"], label))
+        out.plan.append(PlanDemo(plan["question"], tuple(plan.get("context", [])), steps, deps, label))
+        if rewrite is not None:
+            out.rewrite.append(RewriteDemo(rewrite["question"], rewrite["context_text"], rewrite["rewrite"], label))
+    out.stats = stats
+    return out
+
+
+def _every_call(runs: list[dict[str, Any]]) -> DemoSet:
+    """hopqa's earlier harvest: every recorded call a candidate, each kind filtered on its own."""
     out = DemoSet()
     stats = dict.fromkeys(["runs", "matched", "failed", "predict_candidates", "predict_bad_citations",
                            "plan_candidates", "plan_bad_dependencies", "plan_long_steps", "rewrite_candidates"], 0)

@@ -139,6 +139,7 @@ class HGOTConfig(MethodConfig):
     num_demos: int = 2
     bootstrap_dataset: str = "hotpotqa:train"
     bootstrap_examples: int = 20
+    bootstrap_mode: Literal["official", "every-call"] = "official"
     demo_cache: str = ""
     seed: int = 0
 

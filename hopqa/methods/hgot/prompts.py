@@ -1,8 +1,9 @@
 """HGOT prompt templates (Fang et al. 2024, Appendix C) and their built-in demonstrations.
 
-The demonstrations below are the paper's own examples from Appendix C (C.1-C.5). The
-bootstrapped demonstrations of Appendix D (DSP-style, from training data) are not built yet;
-see the HGOT module docstring.
+The demonstrations below are the paper's own examples from Appendix C (C.1-C.5), as printed
+there (C.4's third context and C.5's fourth are the paper's example *queries*, not
+demonstrations). The bootstrapped demonstrations of Appendix D are ``demos.py`` and
+``hopqa.bootstrap``.
 """
 
 from __future__ import annotations
@@ -97,9 +98,10 @@ REWRITE_DEMOS = [
     "Context:\nStep 1: Who is the head coach of the Manhattan Jaspers basketball team? ANSWER: John Gallagher. "
     "Step 2: When was the head coach born?\nRewrite: When was the head coach of the Manhattan Jaspers "
     "basketball team born?",
-    "Context:\nStep 1: What is the name of the firm where Mark Walter is the CEO? ANSWER: Guggenheim Partners. "
-    "Step 2: What was Todd Boehly's former position at the firm where Mark Walter is the CEO?\n"
-    "Rewrite: What was Todd Boehly's former position at Guggenheim Partners?",
+    "Context:\nStep 1: What was Oklahoma State University-Stillwater originally known as? ANSWER: Oklahoma "
+    "Agricultural and Mechanical College. Step 2: When did Phil Cutchin serve as the head football coach at "
+    "Oklahoma State University-Stillwater?\nRewrite: When did Phil Cutchin serve as the head football coach at "
+    "Oklahoma State University-Stillwater?",
 ]
 REWRITE_PROMPT = "{instructions}\n\n---\n\n{demos}\n\n---\n\nContext:\n{context}\nRewrite:"
 
@@ -113,20 +115,86 @@ PREDICT_INSTRUCTIONS = (
     "passages provided in the \"Context\" section. e.g., ...[1][2].}\n\n"
     "Answer: ${a short factoid answer, often between 1 and 5 words}"
 )
+#: C.5's three demonstrations as the paper prints them (seven passages each).
 PREDICT_DEMOS = [
-    "Context:\n[1] List of Manhattan Jaspers men's basketball head coaches | Manhattan's current head coach is John "
-    "Gallagher. He was hired in March 2023.\n[2] Steve Masiello | Stephen John Masiello Jr. (born September 2, "
-    "1977) is an American college basketball coach and a former player.\n"
-    "Question: Which of the Manhattan Jaspers basketball team head coach was born in September 2, 1977?\n"
-    "Rationale: Let's think step by step. Steve Masiello was born on September 2, 1977 [2]. John Gallagher is the "
-    "current head coach of the Manhattan Jaspers basketball team [1].\nAnswer: Steve Masiello",
-    "Context:\n[1] Oklahoma State University-Stillwater | OSU was founded in 1890 under the Morrill Act. "
-    "Originally known as Oklahoma Agricultural and Mechanical College (Oklahoma A&M), it is the flagship "
-    "institution.\n[2] Phil Cutchin | Phil Cutchin was an American football player and coach. He served as the "
-    "head football coach at Oklahoma State.\n"
-    "Question: Coach Phil Cutchin served as the head football coach at Oklahoma State-University-Stillwater, "
-    "which was originally known as what?\n"
-    "Rationale: Let's think step by step. Oklahoma Agricultural and Mechanical College [1].\n"
-    "Answer: Oklahoma Agricultural and Mechanical College",
+    (
+        'Context:\n'
+        "[1] List of Manhattan Jaspers men's basketball head coaches | Manhattan's current head coach is John"
+        ' Gallagher. He was hired in March 2023, replacing RaShawn Stores, who was not promoted to the full-'
+        'time position after ...\n'
+        '[2] Steve Masiello | Stephen John Masiello Jr. (born September 2, 1977) is an American college '
+        "basketball coach and a former player. He most recently served as men's head coach ...\n"
+        '[3] Steve Masiello | (born September 2, 1977) is an American college basketball coach and a former '
+        "player. He most recently served as men's head coach at Manhattan College.\n"
+        "[4] Manhattan College Appoints John Gallagher to Lead Men's ... | - John Gallagher has been named "
+        "the new Head Men's Basketball Coach at Manhattan College, it was announced today by Director of "
+        'Athletics ...\n'
+        "[5] List of Manhattan Jaspers men's basketball head coaches | Manhattan's current head coach is John"
+        ' Gallagher. He was hired in March 2023, replacing RaShawn Stores, who was not promoted to the full-'
+        'time position after ...\n'
+        "[6] Jaspers' new coach hopes to recapture MC's past glory | Manhattan College introduced Steve "
+        "Masiello, center, who will take over as the Jaspers' new men's basketball coach.\n"
+        "[7] Men's Basketball Coaches | Head Coach, 718-862-7533 718-862-7533 . jgallagher06@manhattan.edu, "
+        'First Year ; Assistant Coach, 718-862-7533 718-862-7533 . tim.brooks@manhattan.edu, First ...\n'
+        'Question: Which of the Manhattan Jaspers basketball team head coach was born in September 2, 1977?\n'
+        "Rationale: Let's think step by step. Steve Masiello was born on September 2, 1977 [2][3]. John "
+        'Gallagher is the current head coach of the Manhattan Jaspers basketball team [1][4][5].\n'
+        'Answer: Steve Masiello'
+    ),
+    (
+        'Context:\n'
+        '[1] Oklahoma Agricultural and Mechanical College | Oklahoma Agricultural and Mechanical College, '
+        'Founded on Christmas Day in 1890 under the Morrill Act as Oklahoma Agricultural and Mechanical '
+        'College, Oklahoma State University has grown through its traditions and culture to become one of '
+        "America's premier land-grant universities., Oklahoma Agricultural and Mechanical College\n"
+        '[2] Oklahoma State University-Stillwater | OSU was founded in 1890 under the Morrill Act. Originally'
+        ' known as Oklahoma Agricultural and Mechanical College (Oklahoma A&M), it is the flagship '
+        'institution ...\n'
+        '[3] 1963 to 1968 | 1963 to 1968, Phil Cutchin (September 9, 1920 - January 7, 1999) was an American '
+        'football player and coach. He served as the head football coach at Oklahoma State University-'
+        'Stillwater from 1963 to 1968, compiling a record of 19-38-2., 1963 to 1968\n'
+        '[4] Former OSU Football Coach Cutchin Dies | Cutchin was head football coach at Oklahoma State from '
+        '1963 to 1968. He won only 19 games, but most all of his 40 defeats were given up ...\n'
+        '[5] Phil Cutchin | Phil Cutchin (September 9, 1920 - January 7, 1999) was an American football '
+        'player and coach. He served as the head football coach at Oklahoma State ...\n'
+        "[6] OSU History | The college's first students attended classes in the Stillwater Congregational "
+        'Church. The original campus consisted of 200 acres of prairie that were ...\n'
+        '[7] Phil Cutchin | American Football Database | Fandom | He served as the head football coach at '
+        'Oklahoma State University-Stillwater from 1963 to 1968, compiling a record of 19-38-2. Although he '
+        'never had a winning ...\n'
+        'Question: Coach Phil Cutchin served as the head football coach at Oklahoma State-University-'
+        'Stillwater, which was originally known as what?\n'
+        "Rationale: Let's think step by step. Oklahoma Agricultural and Mechanical College [1][2].\n"
+        'Answer: Oklahoma Agricultural and Mechanical College'
+    ),
+    (
+        'Context:\n'
+        '[1] Unions file lawsuit challenging Wisconsin Act 10 | Former Republican Gov. Scott Walker signed '
+        'the law in 2011 despite some of the largest protests in state history, and the law has since shaped '
+        "the state's political landscape., Scott Walker\n"
+        "[2] Act 10 turns 10: Four takeaways from the law that shook ... | Here's a look at how the law "
+        'limiting collective bargaining for most public workers has played out.\n'
+        '[3] Act 10 turns 10: Four takeaways from the law that shook ... | Act 10 ended the ability of '
+        'public-sector unions to negotiate over any issues other than raises, and those raises were capped at'
+        ' the rate of ...\n'
+        '[4] Wisconsin Teachers Sue to Restore Collective Bargaining ... | The law, which was championed by '
+        'former Republican Gov. Scott Walker, has been challenged unsuccessfully in court before. But the '
+        'political context has changed: The Wisconsin Supreme Court recently flipped to liberal control for '
+        'the first time in 15 years., Scott Walker\n'
+        '[5] Wis. governor officially cuts collective bargaining | Scott Walker has officially taken away '
+        "nearly all collective bargaining rights from the vast majority of the state's public employees. "
+        'Walker ...\n'
+        "[6] 10 years later, Wisconsinites are still divided over Act 10 | Former Gov. Scott Walker's "
+        'landmark legislation required public employees to pay more for their pensions and health care and '
+        'limited their ...\n'
+        "[7] Wisconsin's Act 10 limitations on collective bargaining | With its 5-2 vote upholding the law, "
+        'the Wisconsin Supreme Court gave an important nod towards the constitutionality of limits of '
+        'collective bargaining rights ...\n'
+        'Question: Which Wisconsin state governor oversaw a vote to significantly limit public employee '
+        'collective bargaining?\n'
+        "Rationale: Let's think step by step. Former Republican Governor Scott Walker oversaw a vote to "
+        'significantly limit public employee collective bargaining [1][4][5][6][7].\n'
+        'Answer: Scott Walker'
+    ),
 ]
 PREDICT_PROMPT = "{instructions}\n\n---\n\n{demos}\n\n---\n\nContext:\n{context}\nQuestion: {question}\nRationale: Let's think step by step."
