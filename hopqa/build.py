@@ -87,31 +87,43 @@ def takes(name: str, component: str) -> bool:
     return component in get_method_class(name).components
 
 
+def resolve_options(name: str, options: dict[str, Any], dataset: str | None = None) -> dict[str, Any]:
+    """``options`` with what the method's paper sets for the evaluated ``dataset`` when the user
+    did not: GenSco's ``shots`` per dataset (``shots_by_dataset``)."""
+    per_dataset: dict[str, int] = getattr(get_method_class(name), "shots_by_dataset", {})
+    if dataset in per_dataset and options.get("shots") is None:
+        return {**options, "shots": per_dataset[dataset]}
+    return dict(options)
+
+
 def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
                  scorer: LLMBase | None = None, judge: Any = None, embedder: Any = None,
-                 demos: list[Demo] | None = None, demo_set: Any = None,
+                 demos: list[Demo] | None = None, demo_set: Any = None, dataset: str | None = None,
                  corpus: Callable[[], Retriever] | None = None, home: str | Path | None = None,
                  data_dir: str | Path | None = None, progress: bool = True, **options: Any) -> Method:
     """The method registered as ``name`` on ``llm``, ready to answer (see the module docstring).
 
     ``options`` set fields of its config (checked). Components it does not declare are an
     error when given, except ``retriever``, which a method that does not retrieve (Direct, CoT,
-    GenRead) ignores, so that one call builds any method. ``corpus``, ``home``, ``data_dir`` and ``progress`` serve HGOT's bootstrap
+    GenRead) ignores, so that one call builds any method. ``dataset`` names the evaluated
+    dataset: a method whose paper takes its demonstrations from that dataset's training data
+    (GenSco's answer prompt) gets them from its shipped train subset (``resolve_options``). ``corpus``, ``home``, ``data_dir`` and ``progress`` serve HGOT's bootstrap
     (the retriever for training examples without paragraphs, where runs are cached, where the
     training split is read from, a progress bar)."""
     from hopqa.retrieval.pool import UnboundPool
 
     cls = get_method_class(name)
-    config = method_config(name, **options)
+    config = method_config(name, **resolve_options(name, options, dataset))
     parts: dict[str, Any] = {"scorer": scorer, "judge": judge, "embedder": embedder, "demo_set": demo_set}
     if "retriever" in cls.components:  # (a method that does not retrieve ignores one: any method builds the same way)
         parts["retriever"] = retriever if retriever is not None else UnboundPool()
     if "demos" in cls.components:
         shots = getattr(config, "shots", 0)
         if demos is None and shots > 0:
-            from hopqa.datasets import few_shot_demos
+            from hopqa.datasets import ANSWER_DEMO_DATASETS, answer_demos, few_shot_demos
 
-            demos = few_shot_demos(shots)
+            own = dataset in getattr(cls, "shots_by_dataset", {}) and dataset in ANSWER_DEMO_DATASETS
+            demos = answer_demos(dataset, shots) if own else few_shot_demos(shots)  # type: ignore[arg-type]
         parts["demos"] = demos
     elif demos is not None:
         parts["demos"] = demos

@@ -266,7 +266,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from hopqa.build import takes
+    from hopqa.build import resolve_options, takes
     from hopqa.config import default_home
     from hopqa.datasets import load_dataset
     from hopqa.evaluation.report import collect_rows, markdown_table
@@ -295,6 +295,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
     if not examples:
         raise UsageError(f"no questions to evaluate in {args.dataset} ({args.split})")
+    dataset = examples[0].dataset
+    options = {m: resolve_options(m, options[m], dataset) for m in names}  # e.g. GenSco's shots per dataset
     if (args.setting == "distractor" and not any(ex.paragraphs for ex in examples)
             and retrieving):
         raise UsageError(f"{args.dataset} has no paragraphs per question: use --setting open (retrieval from the "
@@ -323,7 +325,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for name in names:
         method = _build(name, llm, retriever if name in retrieving else None, args,
                         scorer=scorer if takes(name, "scorer") else None, progress=not args.no_progress,
-                        **options[name])
+                        dataset=dataset, **options[name])
         try:
             summary = evaluate(method, examples, base / name, setting=args.setting, workers=args.workers, judge=judge, config=configs[name],
                                retry_failed=args.retry_failed, progress=not args.no_progress)

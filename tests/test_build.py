@@ -133,3 +133,22 @@ def test_the_cli_leaves_the_environment_as_it_found_it(tmp_path, capsys):
     before = dict(os.environ)
     assert main(["datasets", "--home", str(tmp_path), "--data-dir", str(tmp_path)]) == 0
     assert dict(os.environ) == before
+
+
+def test_gensco_answers_with_the_evaluated_datasets_own_shots():
+    """§4.3: the answer prompt's demonstrations come from the evaluated dataset's training data,
+    2 / 4 / 3 of them for 2Wiki / AdvHotpot / MuSiQue; a set ``shots`` wins; elsewhere MuSiQue
+    and 2Wiki ones alternate."""
+    from hopqa.build import resolve_options
+    from hopqa.datasets import answer_demos
+
+    scorer = ScriptedLLM(replies=[], scorer=lambda c, t: [-1.0])
+    for dataset, n in [("musique", 3), ("adversarial_hotpotqa", 4), ("2wikimultihopqa", 2)]:
+        method = build_method("gensco-stop", scorer, POOL, dataset=dataset)
+        assert method.config.shots == n and method.demos == tuple(answer_demos(dataset, n))
+        assert all(d.source.startswith(dataset + ":") and d.passages for d in method.demos)
+    assert build_method("gensco-max", scorer, POOL, dataset="musique", shots=1).demos == tuple(answer_demos("musique", 1))
+    assert build_method("gensco-max", scorer, POOL).demos == tuple(few_shot_demos(2))
+    assert build_method("gensco-max", scorer, POOL, dataset="bamboogle").demos == tuple(few_shot_demos(2))
+    assert resolve_options("gensco-max", {}, "musique") == {"shots": 3}
+    assert resolve_options("ircot", {}, "musique") == {}

@@ -14,7 +14,8 @@ Modules
     ``freshqa``, ``hgot`` (HGOT's FEVER / Open-SQuAD / HotpotQA samples): one reader per family
     ``generic``   the question-file format for your own data
     ``download``  the official releases and ``download_dataset``
-    ``demos``     few-shot demonstrations from the shipped train subsets (``few_shot_demos``)
+    ``demos``     few-shot demonstrations from the shipped train subsets (``few_shot_demos``,
+                  ``answer_demos``)
 
 Where data is found
     Per (dataset, split), the first of these roots holding one of the split's files wins: the
@@ -48,7 +49,7 @@ Robustness
 
 from __future__ import annotations
 
-from hopqa.datasets.demos import DemosUnavailableError, few_shot_demos
+from hopqa.datasets.demos import ANSWER_DEMO_DATASETS, DemosUnavailableError, answer_demos, few_shot_demos
 from hopqa.datasets.download import OFFICIAL_SOURCES, Download, download_dataset
 from hopqa.datasets.generic import FILE_SPLIT, is_question_file, load_question_file
 from hopqa.datasets.paths import SOURCES, data_roots, downloads_dir, shipped_data_dir
@@ -73,6 +74,7 @@ from hopqa.datasets.registry import (
 )
 
 __all__ = [
+    "ANSWER_DEMO_DATASETS",
     "FILE_SPLIT",
     "OFFICIAL_SOURCES",
     "REGISTRY",
@@ -86,6 +88,7 @@ __all__ = [
     "Download",
     "LoadStats",
     "SplitSpec",
+    "answer_demos",
     "canonical_name",
     "data_roots",
     "download_dataset",

@@ -131,3 +131,27 @@ def few_shot_demos(n: int) -> list[Demo]:
             if i < len(pool) and len(out) < n:
                 out.append(pool[i])
     return out
+
+
+#: The datasets whose shipped train subset can give answer demonstrations (``answer_demos``).
+ANSWER_DEMO_DATASETS = ("musique", "2wikimultihopqa", "adversarial_hotpotqa", "hotpotqa")
+
+
+def answer_demos(dataset: str, n: int) -> list[Demo]:
+    """``n`` question-answer demonstrations with their supporting paragraphs, from the shipped
+    train subset of ``dataset`` (one of ``ANSWER_DEMO_DATASETS``): the first examples in file
+    order with gold support and a question under 200 characters, so a prompt is the same on
+    every run. (GenSco's answer prompt, §4.3: "shots from the dataset's own training data".)"""
+    if n <= 0:
+        return []
+    if dataset not in ANSWER_DEMO_DATASETS:
+        raise DemosUnavailableError(f"no shipped training subset of {dataset!r} for answer demonstrations "
+                                    f"(one of: {', '.join(ANSWER_DEMO_DATASETS)})")
+    try:
+        examples = load_shipped(dataset, "train")
+    except DatasetError as exc:
+        raise DemosUnavailableError(f"the {dataset} train subset shipped in {shipped_data_dir()} cannot be read: "
+                                    f"this hopqa installation is broken (reinstall it): {exc}") from exc
+    out = [Demo(ex.question, ex.answer, (), f"{dataset}:{ex.id}", tuple(ex.supporting))
+           for ex in examples if ex.supporting and ex.answer and len(ex.question) < 200]
+    return out[:n]

@@ -50,7 +50,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from hopqa.llm.base import LOGLIKELIHOOD, LLMBase
 from hopqa.methods.base import (
@@ -150,6 +150,10 @@ class GenSco(FewShotMethod):
     Config = GenScoConfig
     config: GenScoConfig
     components = FewShotMethod.components | {"scorer"}
+    #: §4.3: the answer prompt's demonstrations come from the evaluated dataset's own training
+    #: data, this many (2Wiki 2, AdvHotpot 4, MuSiQue 3); ``hopqa.build`` applies it when it knows
+    #: the dataset and ``shots`` is not set; elsewhere ``shots``=2 MuSiQue / 2Wiki ones alternate.
+    shots_by_dataset: ClassVar[dict[str, int]] = {"2wikimultihopqa": 2, "adversarial_hotpotqa": 4, "musique": 3}
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: GenScoConfig | None = None, *,
                  demos: Sequence[Demo] | None = None, scorer: LLMBase | None = None) -> None:
