@@ -143,12 +143,25 @@ def well_formed_dependencies(text: str) -> bool:
     return DEPENDENCY_FORMAT.fullmatch(text.strip()) is not None
 
 
-def iqr_upper_fence(lengths: Sequence[float], factor: float = 1.5) -> float | None:
-    """Q3 + factor·IQR of ``lengths``; ``None`` with fewer than 4 values (no meaningful quartiles)."""
+def iqr_upper_fence(lengths: Sequence[float], factor: float = 1.5, method: str = "linear") -> float | None:
+    """Q3 + factor·IQR of ``lengths`` (numpy percentile ``method``: the official code uses
+    ``midpoint``); ``None`` with fewer than 4 values (no meaningful quartiles)."""
     if len(lengths) < 4:
         return None
-    q1, q3 = np.percentile(np.asarray(lengths, dtype=float), [25, 75])
+    q1, q3 = np.percentile(np.asarray(lengths, dtype=float), [25, 75], method=method)
     return float(q3 + factor * (q3 - q1))
+
+
+def _matched(runs: Iterable[dict[str, Any]], stats: dict[str, int]) -> Iterable[tuple[dict[str, Any], str]]:
+    """The runs whose prediction matched gold, each with its answer class; counts ``runs``,
+    ``failed`` and ``matched`` in ``stats``."""
+    for run in runs:
+        stats["runs"] += 1
+        if run.get("error"):
+            stats["failed"] += 1
+        elif run.get("matched"):
+            stats["matched"] += 1
+            yield run, answer_class(run.get("answers") or [])
 
 
 def answer_class(answers: Sequence[str]) -> str:
@@ -194,19 +207,8 @@ def build_demo_set(runs: Iterable[dict[str, Any]], mode: str = "official") -> De
                            "long_steps"], 0)
     plan_lengths = [float(np.mean([len(x) for x in r["steps"]])) for run in runs for r in run.get("records", [])
                     if r["kind"] == "plan" and r.get("steps")]
-    fence = None
-    if len(plan_lengths) >= 4:
-        q1, q3 = np.percentile(np.asarray(plan_lengths), [25, 75], method="midpoint")
-        fence = float(q3 + 1.5 * (q3 - q1))
-    for run in runs:
-        stats["runs"] += 1
-        if run.get("error"):
-            stats["failed"] += 1
-            continue
-        if not run.get("matched"):
-            continue
-        stats["matched"] += 1
-        label = answer_class(run.get("answers") or [])
+    fence = iqr_upper_fence(plan_lengths, method="midpoint")
+    for run, label in _matched(runs, stats):
         by_kind = {r["kind"]: r for r in run.get("records", [])}
         predict, plan, rewrite = by_kind.get("predict"), by_kind.get("plan"), by_kind.get("rewrite")
         rationale = official_rationale(predict.get("rationale", "")) if predict else None
@@ -241,15 +243,7 @@ def _every_call(runs: list[dict[str, Any]]) -> DemoSet:
                            "plan_candidates", "plan_bad_dependencies", "plan_long_steps", "rewrite_candidates"], 0)
     plans: list[PlanDemo] = []
     seen: set[tuple[str, str]] = set()
-    for run in runs:
-        stats["runs"] += 1
-        if run.get("error"):
-            stats["failed"] += 1
-            continue
-        if not run.get("matched"):
-            continue
-        stats["matched"] += 1
-        label = answer_class(run.get("answers") or [])
+    for run, label in _matched(runs, stats):
         for r in run.get("records", []):
             key = (r["kind"], json.dumps([r.get("question"), r.get("context"), r.get("context_text")]))
             if key in seen:
