@@ -52,7 +52,7 @@ from hopqa.methods.base import MethodError
 from hopqa.methods.hgot import HGOT, HGOTConfig
 from hopqa.methods.hgot.demos import DemoSet, build_demo_set
 from hopqa.retrieval.base import Retriever, RetrieverBase
-from hopqa.retrieval.pool import CandidatePool
+from hopqa.retrieval.pool import CandidatePool, UnboundPool
 from hopqa.text import exact_match, normalize_answer, render_passage
 from hopqa.trace import Step, Trace
 from hopqa.types import Example, Passage
@@ -61,8 +61,6 @@ from hopqa.types import Example, Passage
 BOOTSTRAP_FORMAT = 6
 #: Words of each passage a Predict / Plan demonstration shows (``every-call``; ``official``: whole).
 DEMO_PASSAGE_WORDS = 30
-#: Passages a Plan call is shown (the first of the probe's context).
-PLAN_PASSAGES = 3
 
 
 @dataclass
@@ -105,15 +103,12 @@ def _predict(s: Step, passages: Mapping[str, Passage], words: int | None = DEMO_
             "context": _shown(s.outputs.get("passages", []), passages, words)}
 
 
-def _plan(s: Step, probe: Step | None, passages: Mapping[str, Passage], words: int | None = DEMO_PASSAGE_WORDS,
+def _plan(s: Step, passages: Mapping[str, Passage], words: int | None = DEMO_PASSAGE_WORDS,
           formal: bool = False) -> dict[str, Any] | None:
     steps = list(s.outputs.get("steps") or [])
     if not steps:
         return None
-    if "context" in s.outputs:  # the passages the Plan prompt showed
-        shown = [x["id"] for x in s.outputs["context"]]
-    else:  # a trace written before plan steps recorded them: the probe's first three
-        shown = (probe.outputs.get("passages", []) if probe is not None else [])[:PLAN_PASSAGES]
+    shown = [x["id"] for x in s.outputs.get("context", [])]  # the passages the Plan prompt showed
     if formal:  # the official code writes the parsed edges back as sentences
         edges = s.outputs.get("edges") or []
         dependencies = " ".join(f"Step {b} depends on Step {a}." for a, b in edges) or "None"
@@ -137,26 +132,15 @@ def candidates_from_trace(trace: Trace, passages: Mapping[str, Passage], mode: s
     made. ``passages`` maps the ids in the trace to the passages."""
     if mode == "official":
         return _official_candidates(trace, passages)
-    records: list[dict[str, Any]] = []
-
-    def visit(s: Step, probe: Step | None) -> None:
-        record = None
+    records = []
+    for s in trace.root.walk():  # pre-order: the order the calls were made
         if s.kind in ("probe", "infer"):
-            record = _predict(s, passages)
+            records.append(_predict(s, passages))
         elif s.kind == "plan":
-            record = _plan(s, probe, passages)
+            records.append(_plan(s, passages))
         elif s.kind == "rewrite":
-            record = _rewrite(s)
-        if record is not None:
-            records.append(record)
-        last_probe = None
-        for child in s.children:
-            visit(child, last_probe)
-            if child.kind == "probe":
-                last_probe = child
-
-    visit(trace.root, None)
-    return records
+            records.append(_rewrite(s))
+    return [r for r in records if r is not None]
 
 
 def _official_candidates(trace: Trace, passages: Mapping[str, Passage]) -> list[dict[str, Any]]:
@@ -168,7 +152,7 @@ def _official_candidates(trace: Trace, passages: Mapping[str, Passage]) -> list[
         if final and (record := _predict(final[-1], passages, None)) is not None:
             records.append(record)
     plans = [s for s in steps if s.kind == "plan" and s.outputs.get("steps")]
-    if plans and (record := _plan(plans[0], None, passages, None, formal=True)) is not None:
+    if plans and (record := _plan(plans[0], passages, None, formal=True)) is not None:
         records.append(record)
     rewrites = [r for r in (_rewrite(s) for s in steps if s.kind == "rewrite") if r is not None]
     return records + rewrites[:1]
@@ -239,9 +223,9 @@ def bootstrap_hgot(llm: Any, config: HGOTConfig, *, corpus: Callable[[], Retriev
     except DatasetError as exc:
         raise MethodError(f"cannot bootstrap HGOT demonstrations from {config.bootstrap_dataset!r}: {exc}") from exc
     retriever = corpus() if corpus is not None and any(not ex.paragraphs for ex in examples) else None
-    placeholder = retriever if retriever is not None else CandidatePool([])
     settings = OFFICIAL_BOOTSTRAP_SETTINGS if config.bootstrap_mode == "official" else {}
-    runner = HGOT(llm, placeholder, replace(config, demo_source="paper", **settings), judge=judge, embedder=embedder)
+    # every run binds its own retriever (``with_retriever``): the runner is built unbound
+    runner = HGOT(llm, UnboundPool(), replace(config, demo_source="paper", **settings), judge=judge, embedder=embedder)
 
     def run(ex: Example) -> tuple[str, list[dict[str, Any]], str | None]:
         seen: dict[str, Passage] = {}

@@ -107,7 +107,8 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
     error when given, except ``retriever``, which a method that does not retrieve (Direct, CoT,
     GenRead) ignores, so that one call builds any method. ``dataset`` names the evaluated
     dataset: a method whose paper takes its demonstrations from that dataset's training data
-    (GenSco's answer prompt) gets them from its shipped train subset (``resolve_options``). ``corpus``, ``home``, ``data_dir`` and ``progress`` serve HGOT's bootstrap
+    (GenSco's answer prompt) gets them from its shipped train subset (``resolve_options``).
+    ``corpus``, ``home``, ``data_dir`` and ``progress`` serve HGOT's bootstrap
     (the retriever for training examples without paragraphs, where runs are cached, where the
     training split is read from, a progress bar)."""
     from hopqa.retrieval.pool import UnboundPool
@@ -120,7 +121,11 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
     if "demos" in cls.components:
         shots = getattr(config, "shots", 0)
         if demos is None and shots > 0:
-            from hopqa.datasets import ANSWER_DEMO_DATASETS, answer_demos, few_shot_demos
+            from hopqa.datasets import (
+                ANSWER_DEMO_DATASETS,
+                answer_demos,
+                few_shot_demos,
+            )
 
             own = dataset in getattr(cls, "shots_by_dataset", {}) and dataset in ANSWER_DEMO_DATASETS
             demos = answer_demos(dataset, shots) if own else few_shot_demos(shots)  # type: ignore[arg-type]
@@ -129,7 +134,6 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
         parts["demos"] = demos
     if "demo_set" in cls.components and demo_set is None and getattr(config, "demo_source", "") == "bootstrap":
         from hopqa.bootstrap import bootstrap_hgot
-
 
         def training_corpus() -> Retriever:
             if corpus is not None:

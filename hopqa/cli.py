@@ -23,7 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hopqa.config import DEFAULT_METHOD, redact_credentials
+from hopqa.config import (
+    DEFAULT_METHOD,
+    judge_from_env,
+    llm_from_env,
+    redact_credentials,
+)
 
 
 class UsageError(Exception):
@@ -114,10 +119,8 @@ def _check_llm_spec(spec: str, source: str) -> None:
 
 
 #: LLM options that fall back to an environment variable: option -> (variable, its reader in hopqa.config).
-def _env_specs() -> dict[str, tuple[str, Callable[[], str | None]]]:
-    from hopqa.config import judge_from_env, llm_from_env
-
-    return {"--llm": ("HOPQA_LLM", llm_from_env), "--judge": ("HOPQA_JUDGE", judge_from_env)}
+ENV_SPECS: dict[str, tuple[str, Callable[[], str | None]]] = {
+    "--llm": ("HOPQA_LLM", llm_from_env), "--judge": ("HOPQA_JUDGE", judge_from_env)}
 
 
 def _spec(args: argparse.Namespace, option: str) -> tuple[str, str] | None:
@@ -125,8 +128,8 @@ def _spec(args: argparse.Namespace, option: str) -> tuple[str, str] | None:
     variable (``--llm``: ``$HOPQA_LLM``, ``--judge``: ``$HOPQA_JUDGE``), checked."""
     value = getattr(args, option.lstrip("-").replace("-", "_"), None)
     source = option
-    if not value and option in _env_specs():
-        name, read = _env_specs()[option]
+    if not value and option in ENV_SPECS:
+        name, read = ENV_SPECS[option]
         if (found := read()) is not None:
             value, source = found, f"${name}"
     if not value:
@@ -327,8 +330,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                         scorer=scorer if takes(name, "scorer") else None, progress=not args.no_progress,
                         dataset=dataset, **options[name])
         try:
-            summary = evaluate(method, examples, base / name, setting=args.setting, workers=args.workers, judge=judge, config=configs[name],
-                               retry_failed=args.retry_failed, progress=not args.no_progress)
+            summary = evaluate(method, examples, base / name, setting=args.setting, workers=args.workers, judge=judge,
+                               config=configs[name], retry_failed=args.retry_failed, progress=not args.no_progress)
         except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
         run_dirs.append(base / name)

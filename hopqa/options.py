@@ -129,11 +129,20 @@ def _field(cls: type, name: str) -> _Field:
     return fields[name]
 
 
+def declared_range(cls: type, name: str, ranges: Mapping[str, Range] | None = None) -> Range | None:
+    """The range a numeric field declares: its ``metadata["range"]``, else ``ranges[name]``,
+    else None (the defaults of ``check_value`` then apply)."""
+    return _declared(_field(cls, name), ranges)
+
+
+def _declared(f: _Field, ranges: Mapping[str, Range] | None) -> Range | None:
+    return f.range if f.range is not None else (ranges or {}).get(f.name)
+
+
 def _bounds(f: _Field, ranges: Mapping[str, Range] | None, default_int_range: Range) -> Range:
-    if f.range is not None:
-        return f.range
-    if ranges is not None and f.name in ranges:
-        return ranges[f.name]
+    declared = _declared(f, ranges)
+    if declared is not None:
+        return declared
     return default_int_range if f.kind == "int" else (None, None)
 
 

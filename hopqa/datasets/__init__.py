@@ -49,7 +49,12 @@ Robustness
 
 from __future__ import annotations
 
-from hopqa.datasets.demos import ANSWER_DEMO_DATASETS, DemosUnavailableError, answer_demos, few_shot_demos
+from hopqa.datasets.demos import (
+    ANSWER_DEMO_DATASETS,
+    DemosUnavailableError,
+    answer_demos,
+    few_shot_demos,
+)
 from hopqa.datasets.download import OFFICIAL_SOURCES, Download, download_dataset
 from hopqa.datasets.generic import FILE_SPLIT, is_question_file, load_question_file
 from hopqa.datasets.paths import SOURCES, data_roots, downloads_dir, shipped_data_dir

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Self
 
 from hopqa.config import MAX_QUESTION_CHARS
 from hopqa.llm.base import LLMBase
-from hopqa.options import OptionError, check_value, convert
+from hopqa.options import OptionError, check_value, convert, declared_range
 from hopqa.retrieval.base import Retriever
 from hopqa.runtime import TracedRetriever, accounting, traced_llm, traced_retriever
 from hopqa.trace import Trace
@@ -103,8 +103,7 @@ DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, None)
 def option_range(config_cls: type[MethodConfig], name: str) -> tuple[float | None, float | None] | None:
     """The allowed ``(low, high)`` of a numeric option: the field's ``metadata["range"]``, else
     ``OPTION_RANGES``, else None (then whole numbers must be at least 0)."""
-    f = {f.name: f for f in fields(config_cls)}[name]
-    return tuple(f.metadata["range"]) if "range" in f.metadata else OPTION_RANGES.get(name)  # type: ignore[return-value]
+    return declared_range(config_cls, name, OPTION_RANGES)
 
 
 def _method_error(config_cls: type[MethodConfig], exc: OptionError) -> MethodError:
@@ -211,11 +210,6 @@ class Method:
     def validate(question: str) -> str:
         """The question with whitespace collapsed; ``MethodError`` if empty or too long."""
         return validate_question(question)
-
-
-def retrieves(method: Method | type[Method]) -> bool:
-    """Whether a method (or method class) takes a retriever."""
-    return "retriever" in method.components
 
 
 class RetrievingMethod(Method):

@@ -62,13 +62,12 @@ class IRCoT(FewShotMethod):
     config: IRCoTConfig
 
     def run(self, question: str) -> Result:
-        retriever = self.retriever
         cfg = self.config
         demos = "\n\n".join(f"Q: {d.question}\nA: {demo_cot(d)}" for d in self.demos)
         best: dict[str, Passage] = {}
         with step("retrieve", query=question) as s:
             s.mark_hop(question, label="retrieve")
-            self.collect(best, retriever.search(question, cfg.k))
+            self.collect(best, self.retriever.search(question, cfg.k))
             s.output(collection=[p.id for p in self.ordered(best)])
         cot: list[str] = []
         for i in range(cfg.max_steps):
@@ -91,7 +90,7 @@ class IRCoT(FewShotMethod):
                     break
             with step("retrieve", query=sentence) as s:
                 s.mark_hop(sentence, label="thought")
-                self.collect(best, retriever.search(sentence, cfg.k))
+                self.collect(best, self.retriever.search(sentence, cfg.k))
                 s.output(collection=[p.id for p in self.ordered(best)])
         passages = self.ordered(best)
         with step("read", reader=cfg.reader) as s:

@@ -40,14 +40,13 @@ class IterRetGen(FewShotMethod):
     config: IterRetGenConfig
 
     def run(self, question: str) -> Result:
-        retriever = self.retriever
         cfg = self.config
         demos = "\n\n".join(f"Question: {d.question}\nAnswer: {chain_of_thought(d)}" for d in self.demos)
         generation, passages, answer = "", [], ""
         for t in range(1, max(1, cfg.iterations) + 1):
             with step("iteration", t=t) as s:
                 query = question if t == 1 else f"{question} {generation}"
-                passages = retriever.search(query, cfg.k)
+                passages = self.retriever.search(query, cfg.k)
                 prompt = GENERATE_PROMPT.format(demos=demos, question=question,
                                                 passages=render_passages(passages, total_words=cfg.total_passage_words))
                 generation = self.llm.generate(prompt, max_tokens=cfg.max_tokens, stop=["\n\nQuestion:"]).text.strip()

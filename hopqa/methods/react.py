@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.parsing import clean_answer
-from hopqa.runtime import TracedRetriever
 from hopqa.trace import step
 from hopqa.types import Demo, Passage
 
@@ -98,7 +97,6 @@ class ReAct(FewShotMethod):
     config: ReActConfig
 
     def run(self, question: str) -> Result:
-        retriever = self.retriever
         cfg = self.config
         demos = "\n\n".join(format_demo(d) for d in self.demos)
         transcript = ""
@@ -114,7 +112,7 @@ class ReAct(FewShotMethod):
                 if action and action[0] == "finish":
                     return Result(answer=clean_answer(action[1]), passages=state.used)
                 n_used = len(state.used)
-                obs = self.act(action, retriever, state) if action else (
+                obs = self.act(action, state) if action else (
                     "Invalid action. Valid actions are Search[<query>], Lookup[<keyword>] and Finish[<answer>].")
                 if not action:
                     s.note("no parseable action in the model's turn")
@@ -137,13 +135,13 @@ class ReAct(FewShotMethod):
             s.output(raw=out, answer=answer)
         return Result(answer=answer, passages=state.used)
 
-    def act(self, action: tuple[str, str], retriever: TracedRetriever, state: _State) -> str:
+    def act(self, action: tuple[str, str], state: _State) -> str:
         """Carry out Search or Lookup (as data operations on the retriever) and describe the result."""
         kind, arg = action
         if not arg:
             return f"{kind.capitalize()} needs an argument in brackets."
         if kind == "search":
-            hits = [p for p in retriever.search(arg, self.config.k) if p.id not in state.shown]
+            hits = [p for p in self.retriever.search(arg, self.config.k) if p.id not in state.shown]
             if not hits:
                 return f"Could not find anything new for [{arg}]. Try a different search."
             p = hits[0]

@@ -81,9 +81,8 @@ class RetrieveThenRead(RetrievingMethod):
         return Reader(READ_PROMPT, max_tokens=self.config.max_tokens, temperature=self.config.temperature)
 
     def run(self, question: str) -> Result:
-        retriever = self.retriever
         with step("retrieve", query=question, k=self.config.k) as s:
-            passages = retriever.search(question, self.config.k)
+            passages = self.retriever.search(question, self.config.k)
             s.output(passages=[p.to_dict() for p in passages])
         with step("read", question=question) as s:
             reading = self.reader.read(self.llm, question,

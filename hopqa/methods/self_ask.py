@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
-from hopqa.runtime import TracedRetriever
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Demo, Passage
@@ -98,7 +97,6 @@ class SelfAsk(FewShotMethod):
     config: SelfAskConfig
 
     def run(self, question: str) -> Result:
-        retriever = self.retriever
         cfg = self.config
         demos = "\n\n".join(format_demo(d) for d in self.demos)
         transcript = ""
@@ -129,7 +127,7 @@ class SelfAsk(FewShotMethod):
                     s.note("the same follow-up was asked twice: asking for the final answer")
                     break
                 asked.add(sub_q.lower())
-                inter, passages = self.answer_follow_up(sub_q, retriever)
+                inter, passages = self.answer_follow_up(sub_q)
                 used += [p for p in passages if p.id not in {u.id for u in used}]
                 s.output(raw=out, follow_up=sub_q, intermediate_answer=inter)
                 s.mark_hop(sub_q, inter, label="follow-up")
@@ -142,10 +140,10 @@ class SelfAsk(FewShotMethod):
             s.output(raw=out, answer=answer, parsed_by=how)
         return Result(answer=answer, passages=used)
 
-    def answer_follow_up(self, sub_question: str, retriever: TracedRetriever) -> tuple[str, list[Passage]]:
+    def answer_follow_up(self, sub_question: str) -> tuple[str, list[Passage]]:
         """Retrieve for the follow-up and let the LLM read the passages (the 'search engine')."""
         with step("intermediate_answer", question=sub_question) as s:
-            passages = retriever.search(sub_question, self.config.k)
+            passages = self.retriever.search(sub_question, self.config.k)
             reading = INTERMEDIATE_READER.read(self.llm, sub_question,
                                                render_passages(passages, max_words=self.config.max_passage_words))
             s.output(answer=reading.answer, parsed_by=reading.parsed_by, passages=[p.id for p in passages])

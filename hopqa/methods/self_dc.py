@@ -61,7 +61,6 @@ from hopqa.methods.base import (
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
 from hopqa.retrieval.base import Retriever
-from hopqa.runtime import TracedRetriever
 from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step, submit
 from hopqa.types import Passage
@@ -208,11 +207,10 @@ class SelfDC(RetrievingMethod):
 
     # -- Figure 3 ----------------------------------------------------------------------------------------
     def run(self, question: str) -> Result:
-        retriever = self.retriever
-        answer, passages = self.solve(question, 0, retriever)
+        answer, passages = self.solve(question, 0)
         return Result(answer=answer, passages=passages)
 
-    def solve(self, q: str, depth: int, retriever: TracedRetriever) -> tuple[str, list[Passage]]:
+    def solve(self, q: str, depth: int) -> tuple[str, list[Passage]]:
         cfg = self.config
         with step("self-dc", question=q, depth=depth) as s:
             c = self.confidence(q)
@@ -221,32 +219,32 @@ class SelfDC(RetrievingMethod):
             if where == "generate-then-read":
                 answer, passages = self.generate_then_read(q)
             elif where == "retrieve-then-read":
-                answer, passages = self.retrieve_then_read(q, retriever)
+                answer, passages = self.retrieve_then_read(q)
             elif depth >= cfg.depth:
                 s.note(f"depth limit t={cfg.depth} reached: the question is treated as unknown")
                 s.output(route="retrieve-then-read", reason="depth limit")
-                answer, passages = self.retrieve_then_read(q, retriever)
+                answer, passages = self.retrieve_then_read(q)
             else:
                 subs = self.decompose(q)
                 if len(subs) <= 1:
                     s.note("the decomposition gave one sub-question or none: the question is treated as unknown")
                     s.output(route="retrieve-then-read", reason="single sub-question")
-                    answer, passages = self.retrieve_then_read(q, retriever)
+                    answer, passages = self.retrieve_then_read(q)
                 else:
-                    results = self.solve_all(subs, depth + 1, retriever)
+                    results = self.solve_all(subs, depth + 1)
                     answer = self.combine(q, subs, [a for a, _ in results])
                     passages = [p for _, ps in results for p in ps]
             s.output(answer=answer)
             s.mark_hop(q, answer, label=f"{s.outputs.get('route', where)}, confidence {c:.2f}")
             return answer, passages
 
-    def solve_all(self, subs: list[str], depth: int, retriever: TracedRetriever) -> list[tuple[str, list[Passage]]]:
+    def solve_all(self, subs: list[str], depth: int) -> list[tuple[str, list[Passage]]]:
         """The sub-questions of one level, concurrently where the backend allows (results in order)."""
         width = max(1, min(len(subs), self.llm.max_concurrency))
         if width == 1:
-            return [self.solve(x, depth, retriever) for x in subs]
+            return [self.solve(x, depth) for x in subs]
         with ThreadPoolExecutor(max_workers=width) as pool:
-            return [f.result() for f in [submit(pool, self.solve, x, depth, retriever) for x in subs]]
+            return [f.result() for f in [submit(pool, self.solve, x, depth) for x in subs]]
 
     # -- the sub-functions -----------------------------------------------------------------------------------
     def confidence(self, q: str) -> float:
@@ -291,9 +289,9 @@ class SelfDC(RetrievingMethod):
     def read(self, q: str, passage: str) -> str:
         return self.reader.read(self.llm, q, passage).answer
 
-    def retrieve_then_read(self, q: str, retriever: TracedRetriever) -> tuple[str, list[Passage]]:
+    def retrieve_then_read(self, q: str) -> tuple[str, list[Passage]]:
         with step("retrieve-then-read", question=q) as s:
-            passages = retriever.search(q, self.config.k)
+            passages = self.retriever.search(q, self.config.k)
             # Table 21 has one ``Passage:``: the top-k passages run on in it, unnumbered
             text = render_passages(passages, numbered=False, max_words=self.config.max_passage_words, separator=" ")
             answer = self.read(q, text or "(no passage found)")

@@ -221,10 +221,9 @@ class GenSco(FewShotMethod):
 
     # -- Algorithm 1 -----------------------------------------------------------------------------------
     def run(self, question: str) -> Result:
-        retriever = self.retriever
         cfg = self.config
         with step("candidates", query=question, k=cfg.k) as s:
-            candidates = retriever.search(question, cfg.k)
+            candidates = self.retriever.search(question, cfg.k)
             s.output(passages=[{"id": p.id, "title": p.title} for p in candidates])
         selected, subquestions = self.select(question, candidates)
         with step("answer", question=question) as s:

@@ -1,20 +1,24 @@
 """HGOT demonstrations (Fang et al. 2024, Appendix D): DSP-style bootstrapping and selection.
 
-**Bootstrapping.** Following DSP, a demonstration is a training example run through HGOT
-itself, kept only when the final prediction matches the gold answer (normalized exact match
-against any gold alias). Every procedure call of a kept run becomes a candidate
-demonstration of its prompt: Predict (PROBE and INFER: context, question, the winning
-rationale, answer), Plan (context, question, steps, dependencies; also used as Self-reflect
-demonstrations) and Rewrite (context, rewrite). Then the filters of Appendix D:
+**Bootstrapping.** Following DSP, a demonstration comes from a training example run through
+HGOT itself, kept only when the final prediction matches the gold answer (normalized exact
+match against any gold alias). Its Predict (context, question, rationale, answer), Plan
+(context, question, steps, dependencies; also used as Self-reflect demonstrations) and Rewrite
+(context, rewrite) calls are the candidates, and ``build_demo_set`` filters them in one of two
+modes (``bootstrap_mode``):
 
-- Predict: citation marks ``(\\[[0-9]+\\])+`` are moved to the end of their sentence
-  (``normalize_citations``); the rationale must then match ``^([^\\[\\.]+(\\[[0-9]+\\])*\\.)+$``
-  (one statement per sentence, marks before the full stop) or the demonstration is dropped.
-- Plan: the dependency text must match ``None|((\\s*([Ss]tep [0-9]+) depends on ([Ss]tep
-  [0-9]+)\\.\\s*)+)`` in full (``well_formed_dependencies``; an equivalent linear-time
-  form of it), and a plan with a step whose
-  length (in words) is an upper IQR outlier over all candidate plans' steps (longer than
-  Q3 + 1.5·IQR) is dropped: such steps tend to restate the whole question.
+- ``official`` (the authors' code): one candidate of each kind per run (the root's final
+  Predict, the first Plan, the first Rewrite), kept together or dropped together: the
+  rationale, cleaned as that code cleans it (``official_rationale``), must match
+  ``^([^\[\.]+(\[[0-9]+\])*\.)+$`` and cite at least once; every plan step must end with
+  "?"; the dependencies must start as the paper's regex ``None|((\s*([Ss]tep [0-9]+) depends on
+  ([Ss]tep [0-9]+)\.\s*)+)`` says (``re.match``); the plan's mean step length in characters
+  must not be above Q3 + 1.5·IQR of all plans'.
+- ``every-call`` (hopqa's earlier choice): every call of a kept run, each kind filtered on its
+  own: citation marks moved to the end of their sentence (``normalize_citations``) and the
+  rationale format checked; the dependency text must match the regex in full
+  (``well_formed_dependencies``; an equivalent linear-time form of it); a plan with a step
+  whose length in words is an upper IQR outlier over all candidate plans' steps is dropped.
 
 The runs themselves are made by ``hopqa.bootstrap`` (a client of the method, like the
 evaluation runner): it runs HGOT on training examples and reads the candidates above from
@@ -175,8 +179,6 @@ def answer_class(answers: Sequence[str]) -> str:
 #: marks written before a sentence moves behind it.
 _MARKS_BEFORE = re.compile(r"((\[[0-9]+\])+)\s*([^a-z\[\.\s][^\[\.]*)\.[\n\s]")
 _MARKS_BEFORE_END = re.compile(r"((\[[0-9]+\])+)\s*([^a-z\[\.\s][^\[\.]*)\.$")
-#: The paper's dependency regex as the official code applies it (``re.match``: a prefix match).
-OFFICIAL_DEPENDENCIES = re.compile(r"None|((\s*([Ss]tep [0-9]+) depends on ([Ss]tep [0-9]+)\.\s*)+)")
 
 
 def official_rationale(rationale: str) -> str | None:
@@ -220,7 +222,7 @@ def build_demo_set(runs: Iterable[dict[str, Any]], mode: str = "official") -> De
         if not steps or not all(x.endswith("?") for x in steps):
             stats["bad_steps"] += 1
             continue
-        if not OFFICIAL_DEPENDENCIES.match(deps):
+        if not DEPENDENCY_FORMAT.match(deps):  # the official code's ``re.match``: a prefix match
             stats["bad_dependencies"] += 1
             continue
         if fence is not None and np.mean([len(x) for x in steps]) > fence:  # an outlier (the code's `<` drops ties too)

@@ -95,7 +95,6 @@ from hopqa.methods.hgot.quality import (
     vote,
 )
 from hopqa.methods.parsing import extract_answer
-from hopqa.runtime import TracedRetriever
 from hopqa.text import normalize_answer, render_passage, render_passages
 from hopqa.trace import current_step, step, submit
 from hopqa.types import Passage
@@ -234,7 +233,7 @@ class HGOT(RetrievingMethod):
             with step("demonstrations", source=self.config.bootstrap_dataset, selection=self.config.demo_selection) as s:
                 ds = self.demo_set
                 s.output(predict=len(ds.predict), plan=len(ds.plan), rewrite=len(ds.rewrite), **ds.stats)
-        node = self.traverse(question, 0, self.retriever)
+        node = self.traverse(question, 0)
         return Result(answer=node.answer, passages=[s.passage for s in node.context])
 
     # -- demonstrations (Appendix D) ---------------------------------------------------------------
@@ -257,24 +256,24 @@ class HGOT(RetrievingMethod):
         return [d.render_reflect() if kind == "reflect" else d.render() for d in chosen]
 
     # -- Algorithm 1 ---------------------------------------------------------------------------
-    def traverse(self, q: str, d: int, retriever: TracedRetriever) -> Node:
+    def traverse(self, q: str, d: int) -> Node:
         with step("traverse", query=q, depth=d) as s:
             if d > 0:  # a plan step: one hop of the reasoning (its answer is set below)
                 s.mark_hop(q, label=f"step, depth {d}")
-            probed = self.probe(q, retriever)
+            probed = self.probe(q)
             if d >= self.config.depth:  # STOP by depth does not look at the plan: skip planning
                 self.stop(q, nx.DiGraph(), d)
                 node, stopped = probed, True
             else:
                 graph = self.plan(q, probed.context)
                 stopped = self.stop(q, graph, d)
-                node = probed if stopped else self.infer(q, probed.context, self.search(graph, d + 1, retriever))
+                node = probed if stopped else self.infer(q, probed.context, self.search(graph, d + 1))
             s.output(answer=node.answer, ci=node.ci, stopped=stopped)
             if d > 0:
                 s.mark_hop(q, node.answer)
             return node
 
-    def search(self, graph: nx.DiGraph, d: int, retriever: TracedRetriever) -> list[Node]:
+    def search(self, graph: nx.DiGraph, d: int) -> list[Node]:
         """Traverse the plan's steps in topological order; a level's steps run concurrently."""
         answers: dict[int, str] = {}
         asked: dict[int, str] = {}  # each step as traversed: rewritten or as planned
@@ -289,7 +288,7 @@ class HGOT(RetrievingMethod):
                     if preds and self.config.rewrite:
                         q = self.rewrite(graph, i, preds, answers, asked)
                     asked[i] = q
-                    return i, self.traverse(q, d, retriever)
+                    return i, self.traverse(q, d)
 
                 if len(level) == 1:
                     done = [visit(level[0])]
@@ -302,9 +301,9 @@ class HGOT(RetrievingMethod):
         return [nodes[i] for i in sorted(nodes)]
 
     # -- PROBE / INFER ---------------------------------------------------------------------------
-    def probe(self, q: str, retriever: TracedRetriever) -> Node:
+    def probe(self, q: str) -> Node:
         with step("probe", query=q) as s:
-            hits = retriever.search(q, self.config.probe_k)
+            hits = self.retriever.search(q, self.config.probe_k)
             context = [Scored(p, sigma) for p, sigma in zip(hits, normalize_scores([p.score for p in hits]))]
             node = self.predict(q, context, s)
             return node
@@ -357,7 +356,7 @@ class HGOT(RetrievingMethod):
     def parse_thought(text: str, n_passages: int) -> Thought:
         """Rationale and answer of one Predict sample. The answer is read after the last
         ``Answer:`` label (``completed_answer``: on its line or the next); no label or nothing
-        after it leaves the answer empty for ``fill_missing_answers``."""
+        after it leaves the answer empty for ``complete_thoughts``."""
         matches = list(_ANSWER_LABEL.finditer(text))
         if matches:
             m = matches[-1]
