@@ -10,9 +10,9 @@ modes (``bootstrap_mode``):
 - ``official`` (the authors' code): one candidate of each kind per run (the root's final
   Predict, the first Plan, the first Rewrite), kept together or dropped together: the
   rationale, cleaned as that code cleans it (``official_rationale``), must match
-  ``^([^\[\.]+(\[[0-9]+\])*\.)+$`` and cite at least once; every plan step must end with
-  "?"; the dependencies must start as the paper's regex ``None|((\s*([Ss]tep [0-9]+) depends on
-  ([Ss]tep [0-9]+)\.\s*)+)`` says (``re.match``); the plan's mean step length in characters
+  ``^([^\\[\\.]+(\\[[0-9]+\\])*\\.)+$`` and cite at least once; every plan step must end with
+  "?"; the dependencies must start as the paper's regex ``None|((\\s*([Ss]tep [0-9]+) depends on
+  ([Ss]tep [0-9]+)\\.\\s*)+)`` says (``re.match``); the plan's mean step length in characters
   must not be above Q3 + 1.5·IQR of all plans'.
 - ``every-call`` (hopqa's earlier choice): every call of a kept run, each kind filtered on its
   own: citation marks moved to the end of their sentence (``normalize_citations``) and the
