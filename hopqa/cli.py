@@ -84,6 +84,10 @@ MODEL_OPTIONS: dict[str, dict[str, Any]] = {
     "--index": {"help": "a BM25 index directory built by hopqa index"},
     "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
     "--set": {"action": "append", "metavar": "KEY=VALUE", "help": "set a method option (repeatable)"},
+    "--structured": {"choices": ("auto", "on", "off"),
+                     "help": "structured outputs of every method that has structured steps: auto (JSON schemas where "
+                             "the LLM backend can; the default), on, off (the papers' free text); --set "
+                             "structured=... sets one method's"},
     "--no-cache": {"action": "store_true", "help": "bypass the LLM response cache"},
 }
 
@@ -206,6 +210,8 @@ def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
             print(f"hopqa: note: the method {method!r} retrieves nothing; --k is ignored", file=sys.stderr)
         else:
             options["k"] = args.k
+    if getattr(args, "structured", None) is not None and "structured" in fields:
+        options["structured"] = args.structured  # methods without structured steps ignore it
     for item in args.set or []:
         key, sep, value = item.partition("=")
         key = key.strip()

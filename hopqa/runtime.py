@@ -75,6 +75,7 @@ class TracedLLM(LLMWrapper):
                 "stop": list(request.stop),
                 "logprobs": request.logprobs,
                 "seed": request.seed,
+                **({"schema": request.schema_dict()} if request.schema is not None else {}),
             },
             "outputs": [_clip(t) for t in gen.texts],
             "prompt_tokens": gen.prompt_tokens,
@@ -84,6 +85,8 @@ class TracedLLM(LLMWrapper):
         }
         if request.logprobs:
             record["logprobs"] = [c.logprobs for c in gen.completions]
+        if gen.schema_ignored:
+            record["schema_ignored"] = True
         self._record("generate", record, usage=(gen.prompt_tokens, gen.completion_tokens, gen.cached))
         return gen
 

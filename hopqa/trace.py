@@ -6,6 +6,13 @@ open in the current thread / task is the *current step*, and the traced LLM and 
 step when submitted through ``submit`` (which copies the context: the context-keeping pool
 lives here, below the LLM layer, so that layer can use it too).
 
+Parse records: a step that reads a structured output (a plan, a confidence, an action) records
+how it parsed with ``Step.record_parse(field, status, how)``: ``direct`` (the format the prompt
+asked for: the JSON of a schema-constrained call, or the paper's free-text format), ``fallback``
+(a forgiving rule recovered it) or ``failed`` (nothing usable; the method's documented default
+was taken). They are events with the message ``parse``; ``Trace.parse_counts`` (and
+``parse_counts`` on a serialised trace) count them, the evaluation's parse rate.
+
 Everything serialises to plain JSON (``to_dict`` / ``from_dict``) so a trace can be written
 with an evaluation result, read back, and rendered by the CLI or a web page.
 """
@@ -31,6 +38,27 @@ def submit(pool: Executor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> F
     """``pool.submit`` that runs ``fn`` in a copy of the caller's context (trace step, usage)."""
     ctx = contextvars.copy_context()
     return pool.submit(ctx.run, fn, *args, **kwargs)
+
+
+#: How a structured output was read (see the module docstring).
+PARSE_DIRECT, PARSE_FALLBACK, PARSE_FAILED = "direct", "fallback", "failed"
+PARSE_STATUSES = (PARSE_DIRECT, PARSE_FALLBACK, PARSE_FAILED)
+#: The event message of a parse record.
+PARSE_EVENT = "parse"
+
+
+def parse_counts(trace: dict[str, Any] | None) -> dict[str, int]:
+    """``{"direct": a, "fallback": b, "failed": c}`` over the parse records of a serialised
+    trace (``Trace.to_dict``): every step, depth first."""
+    counts = dict.fromkeys(PARSE_STATUSES, 0)
+    stack = [trace] if trace else []
+    while stack:
+        step = stack.pop()
+        for event in step.get("events") or ():
+            if event.get("message") == PARSE_EVENT and event.get("status") in counts:
+                counts[event["status"]] += 1
+        stack.extend(step.get("children") or ())
+    return counts
 
 
 _current: contextvars.ContextVar[Step | None] = contextvars.ContextVar("hopqa_step", default=None)
@@ -80,6 +108,13 @@ class Step:
         """Record an event: a fallback taken, a parse failure, a warning."""
         with self._lock:
             self.events.append({"message": message, **{k: _jsonable(v) for k, v in data.items()}})
+
+    def record_parse(self, field: str, status: str, how: str = "", **data: Any) -> None:
+        """Record how the structured output ``field`` of this step was read: ``status`` is
+        ``direct``, ``fallback`` or ``failed`` (module docstring), ``how`` the rule that read it."""
+        if status not in PARSE_STATUSES:
+            raise ValueError(f"parse status must be one of {', '.join(PARSE_STATUSES)}, not {status!r}")
+        self.note(PARSE_EVENT, field=field, status=status, how=how, **data)
 
     def mark_hop(self, question: str, answer: str | None = None, label: str = "",
                  passages: list[Any] | None = None) -> None:
@@ -227,6 +262,10 @@ class Trace:
 
     def llm_calls(self) -> list[dict[str, Any]]:
         return [c for s in self.root.walk() for c in s.llm_calls]
+
+    def parse_counts(self) -> dict[str, int]:
+        """How this trace's structured outputs parsed (see ``parse_counts``)."""
+        return parse_counts(self.to_dict())
 
     def render(self, max_chars: int = 160) -> str:
         """A compact indented text view of the tree for terminals."""

@@ -46,7 +46,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Collection, Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -94,6 +94,7 @@ class FaultServer:
         max_n: int | None = None,
         gate: threading.Barrier | None = None,
         reply: Callable[[str], str] = answer_for,
+        response_formats: Collection[str] | None = None,
     ) -> None:
         faults = dict(faults or {})
         unknown = set(faults) - set(FAULT_KINDS)
@@ -111,6 +112,8 @@ class FaultServer:
         self.max_n = max_n
         self.gate = gate
         self.reply = reply
+        #: The ``response_format`` types this server takes (None: any); others get HTTP 400.
+        self.response_formats = response_formats
         self.requests: list[dict[str, Any]] = []
         self.served: Counter[str] = Counter()
         self.in_flight = 0
@@ -286,6 +289,12 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             prompt = _prompt_of(path, body)
+            form = (body.get("response_format") or {}).get("type")
+            if form is not None and server.response_formats is not None and form not in server.response_formats:
+                server.record(path, body, self.headers, "refused")
+                self._json(400, {"error": {"message": f"response_format {form!r} is not supported",
+                                           "type": "invalid_request_error"}})
+                return
             kind = server.pick(prompt)
             server.record(path, body, self.headers, kind)
             if kind == "http500":

@@ -196,7 +196,7 @@ def test_ircot_stops_when_a_step_repeats():
                      (lambda t: True, "Paris is large.")])
     ans = build_method("ircot", llm, POOL, k=1, max_steps=5).answer(Q)
     reasons = ans.trace.root.find("reason")
-    assert len(reasons) == 2 and "repeats" in reasons[-1].events[0]["message"]
+    assert len(reasons) == 2 and "repeats" in reasons[-1].events[-1]["message"]  # after its parse record
 
 
 # -- ITER-RETGEN ------------------------------------------------------------------------------------

@@ -217,3 +217,17 @@ def test_ask_eval_and_demos_share_one_declaration_of_their_model_options(capsys)
     assert args.set == ["a=1", "b=2"] and args.no_cache and args.k is None and args.llm is None
     with pytest.raises(ValueError, match="no shared option"):
         cli._model_options("--llm", corpus="x")
+
+
+def test_structured_switch_reaches_every_method_that_has_structured_steps():
+    from hopqa.cli import _method_options, build_parser
+
+    args = build_parser().parse_args(["eval", "--dataset", "musique", "--method", "self-ask,retrieve-then-read",
+                                      "--structured", "off", "--set", "k=2"])
+    assert _method_options("self-ask", args) == {"structured": "off", "k": 2}
+    assert _method_options("retrieve-then-read", args) == {"k": 2}  # no structured step: nothing to switch
+    per_method = build_parser().parse_args(["ask", "q", "--method", "hgot", "--structured", "off",
+                                            "--set", "structured=on"])
+    assert _method_options("hgot", per_method) == {"structured": "on"}  # --set wins for its method
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ask", "q", "--structured", "sometimes"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -167,3 +168,57 @@ def test_unknown_model_name(tmp_path):
     with pytest.raises(LLMError) as e:
         resolve_model("no-such-model", tmp_path)
     assert "smollm2-135m" in str(e.value)
+
+
+# -- structured output: a grammar from a JSON schema ------------------------------------------------
+PLAN_SCHEMA = {
+    "type": "object",
+    "properties": {"steps": {"type": "array", "maxItems": 4, "items": {
+        "type": "object", "properties": {"question": {"type": "string"},
+                                         "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+        "required": ["question", "depends_on"], "additionalProperties": False}}},
+    "required": ["steps"], "additionalProperties": False,
+}
+REVIEW_SCHEMA = {
+    "type": "object",
+    "properties": {"relevant": {"type": "boolean"}, "supports": {"type": "boolean"},
+                   "action": {"type": "string", "enum": ["answer", "search", "reject"]},
+                   "text": {"type": "string"}},
+    "required": ["relevant", "supports", "action", "text"], "additionalProperties": False,
+}
+CONFIDENCE_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+    "required": ["answer", "confidence"], "additionalProperties": False,
+}
+PROMPTS = [
+    "Which city hosted the Olympics the year the Berlin Wall fell?",
+    "Who directed the film that won Best Picture in 1998, and where was he born?",
+    "Is the Nile longer than the Amazon?",
+    "What is the capital of the country where Tolstoy was born?",
+    "Name the author of the novel adapted into the film Blade Runner.",
+]
+
+
+@pytest.mark.parametrize("schema, task", [
+    (PLAN_SCHEMA, "Break the question into steps; give for each step the numbers of the steps it needs."),
+    (REVIEW_SCHEMA, "Review this passage for the question: 'The Berlin Wall fell in 1989.' Decide what to do."),
+    (CONFIDENCE_SCHEMA, "Answer the question and say how confident you are, from 0 to 1."),
+], ids=["plan", "review", "confidence"])
+def test_schema_constrained_generation_is_valid_json_every_time(smollm2, schema, task):
+    jsonschema = pytest.importorskip("jsonschema")
+    for i, question in enumerate(PROMPTS):
+        gen = smollm2.generate(f"{task}\nQuestion: {question}\nReply in JSON.", schema=schema, max_tokens=200,
+                               temperature=0.7 if i % 2 else 0.0, seed=i)
+        completion = gen.completions[0]
+        assert completion.finish_reason == "stop", (question, gen.text)
+        jsonschema.validate(json.loads(gen.text), schema)
+
+
+def test_structured_0_declares_no_capability():
+    llm = LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(structured=False))
+    try:
+        with pytest.raises(UnsupportedCapability, match="structured=0"):
+            llm.generate("q", schema=CONFIDENCE_SCHEMA)
+    finally:
+        llm.close()

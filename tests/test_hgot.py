@@ -566,3 +566,59 @@ def test_the_appendix_c_demonstrations_are_the_papers():
     assert PREDICT_DEMOS[2].endswith("collective bargaining [1][4][5][6][7].\nAnswer: Scott Walker")
     assert "Oklahoma State-University-Stillwater, which was originally known as what?" in PREDICT_DEMOS[1]
     assert "Phil Cutchin" in REWRITE_DEMOS[1] and not any("Boehly" in d for d in REWRITE_DEMOS)
+
+
+# -- parse records of the free-text protocol (structured=off or a backend without schemas) ----------------------
+def _parses(step) -> list[tuple[str, str, str]]:
+    return [(e["field"], e["status"], e["how"]) for e in step.events if e["message"] == "parse" and not e["structured"]]
+
+
+@pytest.mark.parametrize("replies, cfg, records", [
+    # the Answer: label: direct; DSP drops the samples without one: failed
+    (["Stanley is the seat [1].", "Stanley is the seat [1].\nAnswer: Stanley", "Minot is [2]."], {},
+     [("failed", "no answer: dropped (DSP), another sample has one"), ("direct", "'Answer:' label"),
+      ("failed", "no answer: dropped (DSP), another sample has one")]),
+    # none has one: the first is continued greedily (fallback), the others dropped
+    (["Minot is the seat [2].", "Stanley is the seat [1].", "Stanley again [1].", " Minot\n\nmore"], {},
+     [("fallback", "missing_answer=dsp: continued greedily after 'Answer:'"),
+      ("failed", "no answer: dropped (DSP), only the first sample is continued"),
+      ("failed", "no answer: dropped (DSP), only the first sample is continued")]),
+    (["So the answer is Stanley."], {"samples": 1, "missing_answer": "rationale"},
+     [("fallback", "the rationale's answer sentence or first line")]),
+    (["Stanley is the seat [1].", " Stanley"], {"samples": 1, "missing_answer": "follow-up"},
+     [("fallback", "missing_answer=follow-up: a greedy call after 'Answer:'")]),
+    (["The answer is:", " The answer is:"], {"samples": 1},
+     [("failed", "no answer after 'Answer:', nor in the rationale")]),
+])
+def test_free_text_predict_parse_records(replies, cfg, records):
+    method, llm = scripted_hgot(depth=0, **{"samples": 3, **cfg})
+    replies = iter(replies)
+    llm._replies = lambda request: next(replies)
+    ans = method.answer(Q)
+    assert all(r.schema is None for r in llm.requests)
+    assert _parses(ans.trace.root.find("probe")[0]) == [("answer", *r) for r in records]
+
+
+@pytest.mark.parametrize("reply, status, how, steps", [
+    ("Step 1: Who is A? Step 2: Who is B?\nDependencies: Step 2 depends on Step 1.", "direct", "Step n: headers",
+     ["Who is A?", "Who is B?"]),
+    ("step 1. Who is A? step 2) Who is B?", "fallback", "loose step headers", ["Who is A?", "Who is B?"]),
+    ("I cannot make a plan.", "failed", "no 'Step n:' in the plan: empty plan", []),
+])
+def test_free_text_plan_parse_records(reply, status, how, steps):
+    method, llm = scripted_hgot(self_reflect=False, formalize=False)
+    llm._replies = lambda request: reply
+    t = Trace(question="q")
+    with t.activate():
+        method.plan("q", [])
+    plan = t.root.find("plan")[0]
+    assert plan.outputs["steps"] == steps and plan.outputs["raw"] == reply
+    assert _parses(plan) == [("plan", status, how)]
+
+
+def test_free_text_traverse_parse_counts():
+    """The scripted run: four Predict calls of two samples with their Answer: label, and three
+    plans (the root's and the two sub-queries' at depth 1) in the Step n: format."""
+    method, _ = scripted_hgot()
+    ans = method.answer(Q)
+    assert ans.trace.parse_counts() == {"direct": 11, "fallback": 0, "failed": 0}

@@ -99,7 +99,7 @@ def check_react(ans: Answer, cfg) -> None:
 
 def check_ircot(ans: Answer, cfg) -> None:
     reasons = _kinds(ans, "reason")
-    kept = [s for s in reasons if not s.events]  # a step noted as empty / repeated ends the loop
+    kept = [s for s in reasons if not [e for e in s.events if e["message"] != "parse"]]  # a step noted as empty / repeated ends the loop
     final = kept and "answer is" in kept[-1].outputs["sentence"].lower()
     # one retrieval with the question, then one per reasoning sentence that is not the final one
     assert ans.usage.retrieval_calls == 1 + len(kept) - (1 if final else 0)

@@ -85,3 +85,21 @@ def test_method_end_to_end_through_real_server(server_url, hopqa_home, demo_inde
     assert ans.error is None, ans.error
     assert len(ans.passages) == 3 and ans.usage.llm_calls == 1 and ans.usage.retrieval_calls == 1
     assert ans.trace.llm_calls()[0]["backend"].startswith("openai:smollm2@")
+
+
+def test_response_format_through_real_server(server_url):
+    """llama-cpp-python's server takes ``{"type": "json_object", "schema": ...}`` but refuses
+    the standard ``json_schema`` form: the backend falls back to the form it takes, and the
+    reply follows the schema."""
+    import json
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+              "required": ["answer", "confidence"], "additionalProperties": False}
+    llm = OpenAICompatibleLLM(OpenAIConfig.parse(f"smollm2@{server_url}?retries=0"))
+    for question in ("What is the capital of France?", "Who wrote Hamlet?", "Is water wet?"):
+        gen = llm.generate(f"{question} Reply in JSON with your answer and confidence.", schema=schema,
+                           max_tokens=80)
+        assert not gen.schema_ignored
+        jsonschema.validate(json.loads(gen.text), schema)
+    assert llm._format == 1  # json_schema refused once, json_object kept

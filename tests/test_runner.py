@@ -298,3 +298,47 @@ def test_a_question_whose_scoring_failed_has_the_fields_of_every_line(tmp_path, 
             failed["trace"], failed["judge"]) == ("failed", "ZeroDivisionError: bad gold", "", {}, [], None, None)
     assert failed["method"] == "direct" and failed["setting"] == "distractor" and failed["usage"]["llm_calls"] == 0
     assert failed["question_words"] == 4 and failed["gold"] == ["item k1z"]
+
+
+def _trace_with(*statuses: str) -> dict:
+    from hopqa.trace import Trace
+
+    trace = Trace(question="q")
+    with trace.activate():
+        for i, status in enumerate(statuses):
+            with trace.step("step") as step:
+                step.record_parse(f"field{i}", status)
+    return trace.to_dict()
+
+
+def test_parse_rate_is_pooled_over_structured_outputs(tmp_path):
+    from hopqa.evaluation.report import markdown_table, collect_rows
+    from hopqa.evaluation.runner import parse_rates, summarize
+
+    records = [
+        {"id": "a", "status": "ok", "metrics": {"em": 1.0}, "trace": _trace_with("direct", "direct", "direct")},
+        {"id": "b", "status": "ok", "metrics": {"em": 0.0}, "parse": {"direct": 0, "fallback": 1, "failed": 0},
+         "trace": None},  # the counts a line carries win over its trace
+        {"id": "c", "status": "ok", "metrics": {"em": 0.0}, "trace": _trace_with("failed")},
+        {"id": "d", "status": "ok", "metrics": {"em": 0.0}, "trace": _trace_with()},
+    ]
+    assert parse_rates(records) == {"parse_rate": 0.6, "parse_fallback_rate": 0.2}
+    assert parse_rates(records[3:]) == {}  # no structured output: no rate, not 0%
+    summary = summarize(records, tmp_path)
+    assert summary.metrics["parse_rate"] == 0.6 and summary.metrics["em"] == 0.25
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(
+        json.dumps({**r, "dataset": "toy", "split": "dev", "setting": "open", "method": "m"}) + "\n" for r in records))
+    table = markdown_table(collect_rows([run]))
+    header, _, row = table.splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    assert cells["parsed"] == "60.0%" and cells["parse fallback"] == "20.0%"
+
+
+def test_results_lines_carry_parse_counts(tmp_path):
+    method = build_method("self-ask", ScriptedLLM(replies=["No.\nSo the final answer is: item k0z"]), k=2, shots=0)
+    evaluate(method, examples(1), tmp_path / "run", progress=False)
+    record = read_results(tmp_path / "run" / "results.jsonl")["q0"]
+    assert record["parse"] == {"direct": 1, "fallback": 0, "failed": 0}

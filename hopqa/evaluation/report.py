@@ -33,6 +33,8 @@ COLUMNS = [
     ("support_precision", "Sup. prec", "metrics", "{:.3f}"),
     ("support_f1", "Sup. F1", "metrics", "{:.3f}"),
     ("k_precision", "K-prec", "metrics", "{:.3f}"),
+    ("parse_rate", "parsed", "metrics", "{:.1%}"),
+    ("parse_fallback_rate", "parse fallback", "metrics", "{:.1%}"),
     ("llm_calls_per_q", "LLM calls/q", "cost", "{:.1f}"),
     ("prompt_tokens_per_q", "prompt tok/q", "cost", "{:.0f}"),
     ("completion_tokens_per_q", "compl. tok/q", "cost", "{:.0f}"),

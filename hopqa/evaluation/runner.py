@@ -2,7 +2,8 @@
 
 ``evaluate(method, examples, run_dir, ...)`` answers every example and appends one JSON line
 per question to ``run_dir/results.jsonl`` as soon as it finishes (prediction, gold, metrics,
-usage, passages, full trace; ``status`` "ok" or "failed" with the error). Each line is written
+usage, passages, ``parse`` — how its structured outputs parsed, ``hopqa.trace.parse_counts``
+— the full trace; ``status`` "ok" or "failed" with the error). Each line is written
 with one ``write`` and flushed to disk (``fsync``), so a run killed at any moment — even with
 ``kill -9`` — loses at most the questions in flight. Re-running skips every id already in the
 file (``retry_failed=True`` re-runs the failed ones), after cutting off a torn last line if
@@ -43,7 +44,7 @@ from hopqa.console import progress_bar
 from hopqa.evaluation.metrics import judge_accuracy, score_answer
 from hopqa.methods.base import Method, RetrievingMethod
 from hopqa.retrieval.pool import CandidatePool, UnboundPool
-from hopqa.trace import submit
+from hopqa.trace import PARSE_DIRECT, PARSE_FALLBACK, PARSE_STATUSES, parse_counts, submit
 from hopqa.types import Answer, Example, Usage
 
 SETTINGS = ("distractor", "open")
@@ -137,7 +138,8 @@ def _fields(example: Example, answer: Answer, setting: str, metrics: dict[str, f
         "usage": answer.usage.to_dict(),
         "passages": [{"id": p.id, "title": p.title, "score": p.score} for p in answer.passages],
         "question_words": len(example.question.split()),
-        "trace": answer.trace.to_dict() if answer.trace is not None else None,
+        "parse": parse_counts(trace := answer.trace.to_dict() if answer.trace is not None else None),
+        "trace": trace,
     }
 
 
@@ -295,6 +297,22 @@ def _read_config(path: Path) -> dict[str, Any]:
     )
 
 
+def parse_rates(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """``parse_rate`` (the share of structured outputs read as asked: ``direct``) and
+    ``parse_fallback_rate`` (read by a forgiving rule), pooled over every structured output of
+    the records (``hopqa.trace``'s parse records; a line without ``parse`` is counted from its
+    trace); empty when no output was structured (a method without structured steps)."""
+    totals = dict.fromkeys(PARSE_STATUSES, 0)
+    for r in records:
+        counts = r.get("parse") or parse_counts(r.get("trace"))
+        for key in totals:
+            totals[key] += int(counts.get(key, 0))
+    n = sum(totals.values())
+    if not n:
+        return {}
+    return {"parse_rate": totals[PARSE_DIRECT] / n, "parse_fallback_rate": totals[PARSE_FALLBACK] / n}
+
+
 def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:
     """Mean of every metric over all records (failed ones score 0 on answer metrics), and cost."""
     n = len(records)
@@ -311,6 +329,7 @@ def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:
             elif key in answer_metrics:
                 counts[key] = counts.get(key, 0) + 1
     metrics = {k: sums.get(k, 0.0) / counts[k] for k in sorted(counts)}
+    metrics.update(parse_rates(records))
     usage = Usage()
     for r in records:
         usage.add(Usage.from_dict(r.get("usage") or {}))

@@ -22,6 +22,7 @@ from hopqa.llm.base import (
     LOGLIKELIHOOD,
     LOGPROBS,
     NATIVE_N,
+    STRUCTURED,
     Completion,
     Generation,
     GenerationRequest,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hopqa.llm.llamacpp import EmbeddedConfig
 
 __all__ = [
-    "GENERATE", "LOGLIKELIHOOD", "LOGPROBS", "NATIVE_N", "CachedLLM", "Completion", "Generation",
+    "GENERATE", "LOGLIKELIHOOD", "LOGPROBS", "NATIVE_N", "STRUCTURED", "CachedLLM", "Completion", "Generation",
     "GenerationRequest", "LLMBase", "LLMError", "LLMSpecError", "LogLikelihood", "ResponseCache", "UnsupportedCapability",
     "check_spec", "load_llm",
 ]

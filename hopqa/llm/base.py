@@ -4,8 +4,11 @@ A backend implements ``_complete(request)`` (and ``_loglikelihood`` if it can sc
 continuation); ``LLMBase`` turns that into the public API:
 
 - ``generate(prompt_or_messages, n=1, temperature=0, top_p=1, max_tokens=256, stop=None,
-  logprobs=False, seed=None) -> Generation`` — texts (and per-token log-probabilities when
-  asked and the backend can);
+  logprobs=False, seed=None, schema=None) -> Generation`` — texts (and per-token
+  log-probabilities when asked and the backend can); with ``schema`` (a JSON schema, a
+  ``dict``) a backend that declares ``STRUCTURED`` constrains every completion to JSON valid
+  for it (the embedded backend through a llama.cpp grammar, an OpenAI-compatible server
+  through ``response_format``). The schema is part of the request, so of its cache key;
 - ``loglikelihood(context, continuation) -> LogLikelihood`` — the teacher-forced
   log-probability of ``continuation`` after ``context``, with per-token values;
 - ``map(requests)`` — independent requests on a bounded worker pool (``max_concurrency``).
@@ -47,6 +50,7 @@ GENERATE = "generate"
 LOGPROBS = "logprobs"  # per-token log-probabilities of generated text
 LOGLIKELIHOOD = "loglikelihood"  # score of a given continuation (teacher forcing)
 NATIVE_N = "native_n"  # n samples in one call
+STRUCTURED = "structured"  # output constrained to a JSON schema (``schema=``)
 
 
 #: Characters accepted per requested token (a token is ~4 characters of English; 16 is generous).
@@ -87,12 +91,20 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     logprobs: bool = False
     seed: int | None = None
+    #: A JSON schema the output must follow, as canonical JSON text (hashable, a stable cache
+    #: key); ``make`` accepts the schema as a ``dict``. None: free text.
+    schema: str | None = None
 
     @classmethod
     def make(cls, prompt: str | Messages, **kw: Any) -> GenerationRequest:
         stop = kw.pop("stop", None) or ()
         if isinstance(stop, str):
             stop = (stop,)
+        schema = kw.pop("schema", None)
+        if schema is not None and not isinstance(schema, str):
+            schema = json.dumps(schema, ensure_ascii=False)  # property order kept: the model writes them in it
+        if schema is not None:
+            kw["schema"] = schema
         if isinstance(prompt, str):
             return cls(prompt=prompt, stop=tuple(stop), **kw)
         msgs = tuple((str(m["role"]), str(m["content"])) for m in prompt)
@@ -110,10 +122,16 @@ class GenerationRequest:
             return self.prompt or ""
         return "\n".join(f"{r}: {c}" for r, c in self.messages)
 
+    def schema_dict(self) -> dict[str, Any] | None:
+        """The JSON schema as a ``dict`` (None for free text)."""
+        return json.loads(self.schema) if self.schema is not None else None
+
     def key_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["messages"] = [list(m) for m in self.messages] if self.messages else None
         d["stop"] = list(self.stop)
+        if d["schema"] is None:  # free-text requests keep the cache keys they had before schemas
+            del d["schema"]
         return d
 
 
@@ -148,6 +166,9 @@ class Generation:
     cached: bool = False
     seconds: float = 0.0
     backend: str = ""
+    #: The request had a schema the backend could not apply (a server that refused every
+    #: ``response_format``): the completions are free text.
+    schema_ignored: bool = False
 
     @property
     def text(self) -> str:
@@ -240,6 +261,8 @@ class LLMBase:
             raise ValueError("n must be at least 1")
         if request.logprobs:
             self.require(LOGPROBS)
+        if request.schema is not None:
+            self.require(STRUCTURED)
         if request.n == 1 or self.supports(NATIVE_N):
             with self._slots:
                 gen = self._complete(request)
@@ -347,6 +370,7 @@ def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generat
         cached=all(g.cached for g in parts),
         seconds=sum(g.seconds for g in parts),
         backend=backend,
+        schema_ignored=any(g.schema_ignored for g in parts),
     )
 
 

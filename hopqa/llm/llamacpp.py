@@ -25,6 +25,11 @@ models without a BOS token. Context and continuation are tokenized separately (t
 with BOS and special tokens, the continuation without), so the scored tokens are exactly the
 continuation's; a shared context prefix is kept in the KV cache between calls.
 
+Structured output (capability ``STRUCTURED``, on unless the spec says ``?structured=0``): a
+request with a JSON schema is sampled under the llama.cpp grammar llama-cpp-python compiles
+from it (``LlamaGrammar.from_json_schema``; one grammar per schema, kept), so every completion
+is JSON of that shape — unless ``max_tokens`` cuts it first (``finish_reason="length"``).
+
 Reproducibility: the same request gives the same output whatever ran before it. A token's
 keys/values and logits depend, in their last bits, on the batch it was evaluated in (the CPU
 kernels change with the batch size), so a prompt whose prefix came from the KV cache of an
@@ -56,6 +61,7 @@ from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
     LOGPROBS,
+    STRUCTURED,
     Completion,
     Generation,
     GenerationRequest,
@@ -147,6 +153,9 @@ class EmbeddedConfig:
     #: Evaluation block (llama.cpp's n_batch): prompts are evaluated in blocks of this many
     #: tokens aligned to position 0, and only whole blocks are reused (see the module docstring).
     block: int = field(default=64, metadata={"range": (1, None)})
+    #: Constrain requests that carry a JSON schema with a grammar (``?structured=0``: declare
+    #: no structured output, so methods use their free-text prompts).
+    structured: bool = True
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -175,6 +184,8 @@ class LlamaCppLLM(LLMBase):
         caps = {GENERATE, LOGLIKELIHOOD}
         if self.config.logits_all:
             caps.add(LOGPROBS)
+        if self.config.structured:
+            caps.add(STRUCTURED)
         self.capabilities = frozenset(caps)
         super().__init__()
         if self.config.block < 1:
@@ -196,6 +207,7 @@ class LlamaCppLLM(LLMBase):
             self.path = resolve_model(model, Path(home))
             self._llm = Llama(model_path=str(self.path), **kwargs)
         self._lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
         #: Positions [0, _canonical) of the KV cache were evaluated as whole aligned blocks.
         self._canonical = 0
         self._llama_generate = self._llm.generate
@@ -212,7 +224,22 @@ class LlamaCppLLM(LLMBase):
     def capability_hint(self, capability: str) -> str:
         if capability == LOGPROBS:
             return "load the embedded model with logits_all on (--llm embedded:NAME?logits_all=1) to get token log-probabilities"
+        if capability == STRUCTURED:
+            return "the embedded model was loaded with structured=0"
         return ""
+
+    def _grammar(self, schema: str) -> Any:
+        """The llama.cpp grammar for a JSON schema (compiled once per schema)."""
+        grammar = self._grammars.get(schema)
+        if grammar is None:
+            from llama_cpp import LlamaGrammar
+
+            try:
+                grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
+            except Exception as exc:  # the converter raises bare exceptions on schemas it cannot express
+                raise LLMError(f"{self.name}: cannot turn the JSON schema into a grammar: {exc}") from exc
+            self._grammars[schema] = grammar
+        return grammar
 
     # -- generation ------------------------------------------------------------------------
     def _complete(self, request: GenerationRequest) -> Generation:
@@ -225,6 +252,8 @@ class LlamaCppLLM(LLMBase):
             stop=list(request.stop) or None,
             seed=seed,
         )
+        if request.schema is not None:
+            common["grammar"] = self._grammar(request.schema)
         with self._lock:
             try:
                 if self.config.chat:

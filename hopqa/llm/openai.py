@@ -15,7 +15,15 @@ api.openai.com), optionally followed by ``?key=value&...`` options:
 - ``loglikelihood=echo`` — the server scores a given continuation through ``/v1/completions``
   with ``echo=True, logprobs=1, max_tokens=0`` (vLLM supports it; OpenAI's chat models and
   Ollama do not; llama.cpp server's echo logprobs are shifted by one token for models
-  without BOS, so hopqa does not enable it there by default).
+  without BOS, so hopqa does not enable it there by default);
+- ``structured=1|0`` — requests with a JSON schema (``generate(..., schema=...)``) send it as
+  ``response_format`` (default 1). The standard form ``{"type": "json_schema", ...}`` (OpenAI,
+  vLLM, SGLang, llama.cpp's server) is tried first; a server that refuses it (an error whose
+  message names the ``response_format`` or the schema, whatever its status: llama-cpp-python's
+  server answers HTTP 500 with a validation error) is asked with ``{"type": "json_object", "schema": ...}`` (llama-cpp-python's server,
+  Anyscale), and one that refuses both gets the request without ``response_format``: the
+  reply is then free text, marked ``schema_ignored`` (the methods parse it with their
+  free-text parser). What the server accepted is remembered for the rest of the run.
 
 A malformed spec or option (``timeout=abc``, ``retries=-1``, ``retires=3``) is an
 ``LLMSpecError`` (a ``ValueError``) naming the bad part and the accepted form.
@@ -45,6 +53,7 @@ from hopqa.llm.base import (
     LOGLIKELIHOOD,
     LOGPROBS,
     NATIVE_N,
+    STRUCTURED,
     Completion,
     Generation,
     GenerationRequest,
@@ -65,6 +74,7 @@ OPTION_FORMS = {
     "n": "n=native|split",
     "logprobs": "logprobs=1|0",
     "loglikelihood": "loglikelihood=echo|0",
+    "structured": "structured=1|0 (send JSON schemas as response_format)",
 }
 #: Spec options that are not written as their field: option -> (field, {word: the field's value
 #: as text}); such an option accepts only its words. The other options are fields of their name.
@@ -91,6 +101,7 @@ class OpenAIConfig:
     native_n: bool = True
     logprobs: bool = True
     loglikelihood: bool = False
+    structured: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -150,6 +161,34 @@ class _BadReply(Exception):
         self.detail = detail
 
 
+class RequestRefused(LLMError):
+    """The server refused a request for good (an HTTP 4xx other than 408, 409 and 429, or an
+    error that names the request's ``response_format``)."""
+
+    def __init__(self, message: str, status: int, format_refused: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        #: The refusal is of the ``response_format`` (see ``FORMAT_WORDS``).
+        self.format_refused = format_refused
+
+
+#: The ``response_format`` forms tried in order for a request with a JSON schema (see the
+#: module docstring), by name; ``None`` is the request without it.
+RESPONSE_FORMATS = ("json_schema", "json_object", None)
+#: An error of a request with a ``response_format`` whose message names one of these is the
+#: server refusing that form (whatever the status: llama-cpp-python's server answers an unknown
+#: form with HTTP 500 and a validation error): not retried, the next form is tried. Other errors
+#: (a prompt too long, ...) stay errors and leave the form in use.
+FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
+
+
+def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``response_format`` of a request constrained to ``schema``, in the form ``form``."""
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}}
+    return {"type": "json_object", "schema": schema}
+
+
 class OpenAICompatibleLLM(LLMBase):
     """A model behind an OpenAI-compatible HTTP API, with retries and bounded concurrency."""
 
@@ -166,8 +205,12 @@ class OpenAICompatibleLLM(LLMBase):
             caps.add(LOGPROBS)
         if config.loglikelihood:
             caps.add(LOGLIKELIHOOD)
+        if config.structured:
+            caps.add(STRUCTURED)
         self.capabilities = frozenset(caps)
         super().__init__()
+        #: Index into ``RESPONSE_FORMATS`` of the first form this server has not refused.
+        self._format = 0
         # The OpenAI SDK (~0.3-0.8 s to import) and its client are made on the first request,
         # so a run answered entirely from the response cache never pays for them.
         self._client_lock = threading.Lock()
@@ -206,6 +249,8 @@ class OpenAICompatibleLLM(LLMBase):
                     "(vLLM does), or use the embedded backend")
         if capability == LOGPROBS:
             return "this endpoint was configured with logprobs=0"
+        if capability == STRUCTURED:
+            return "this endpoint was configured with structured=0"
         return ""
 
     # -- retries ---------------------------------------------------------------------------
@@ -228,9 +273,14 @@ class OpenAICompatibleLLM(LLMBase):
             except o.APIConnectionError as exc:
                 last, what = exc, "cannot connect to the server"
             except o.APIStatusError as exc:
+                if "response_format" in kwargs and any(word in str(exc).lower() for word in FORMAT_WORDS):
+                    raise RequestRefused(f"{self.name}: the server refused the response_format (HTTP "
+                                         f"{exc.status_code}): {_short(exc)}", exc.status_code,
+                                         format_refused=True) from self._cause(exc)
                 if not (exc.status_code >= 500 or exc.status_code in (408, 409, 429)):
-                    raise LLMError(f"{self.name}: the server refused the request (HTTP {exc.status_code}): "
-                                   f"{_short(exc)}{_refusal_hint(exc.status_code)}") from self._cause(exc)
+                    raise RequestRefused(f"{self.name}: the server refused the request (HTTP {exc.status_code}): "
+                                   f"{_short(exc)}{_refusal_hint(exc.status_code)}",
+                                   exc.status_code) from self._cause(exc)
                 last, what = exc, f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
             except (json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError) as exc:
                 last, what = exc, "malformed JSON response"
@@ -276,7 +326,27 @@ class OpenAICompatibleLLM(LLMBase):
         return gen
 
     def _chat(self, request: GenerationRequest) -> Generation:
-        """One ``/chat/completions`` call (with retries): at least one completion."""
+        """One ``/chat/completions`` call (with retries): at least one completion. A request
+        with a schema goes through the ``response_format`` forms the server has not refused
+        (``RESPONSE_FORMATS``, module docstring)."""
+        if request.schema is None:
+            return self._chat_once(request, None)
+        schema = request.schema_dict() or {}
+        while True:
+            index = self._format
+            form = RESPONSE_FORMATS[index]
+            try:
+                gen = self._chat_once(request, response_format(form, schema) if form else None)
+            except RequestRefused as exc:
+                if not exc.format_refused:
+                    raise
+                with self._client_lock:  # another thread may have moved on already
+                    self._format = max(self._format, index + 1)
+                continue
+            gen.schema_ignored = form is None
+            return gen
+
+    def _chat_once(self, request: GenerationRequest, response_format: dict[str, Any] | None) -> Generation:
         t0 = time.perf_counter()
         kwargs: dict[str, Any] = dict(
             model=self.config.model,
@@ -293,6 +363,8 @@ class OpenAICompatibleLLM(LLMBase):
             kwargs["seed"] = request.seed
         if request.logprobs:
             kwargs["logprobs"] = True
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         resp = self._call(self._client.chat.completions.create, _check_choices, **kwargs)
         usage = getattr(resp, "usage", None)
         return Generation(

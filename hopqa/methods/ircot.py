@@ -12,16 +12,39 @@
 Demonstrations: chains of thought written from gold decompositions of the train files (the
 paper annotated its own CoTs; ours are generated from the gold steps, ``demos.chain_of_thought``),
 shown without their paragraphs to save the small model's context.
+
+Structured step (``structured``, ``hopqa.methods.structured``): where the backend constrains to
+a JSON schema, each reasoning step sends the same prompt (demonstrations, paragraphs, "A:" and
+the CoT so far) followed by ``json_reply``, and the model writes ``{"sentence": str, "answer":
+str}`` (``REASON_SCHEMA``: the next sentence, then the answer, empty unless this sentence
+concludes). The step still adds one sentence (the first of ``sentence``) to the CoT, in the
+paper's text; a non-empty ``answer`` concludes, and the step's sentence is then "So the answer
+is: <answer>." (the form the demonstrations end with; the reasoning stops on it as on any "answer
+is"). A reply that is not JSON (a server that ignored the schema) is read as free text (parse
+record ``fallback``); an empty sentence and answer stop the reasoning (``failed``). In free text a
+non-empty first sentence is ``direct``, an empty generation ``failed``. The reader is no
+structured step: it stays free text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.demos import chain_of_thought as demo_cot
-from hopqa.methods.parsing import extract_answer, first_sentence
+from hopqa.methods.parsing import clean_answer, extract_answer, first_sentence
 from hopqa.methods.retrieve_read import Reader
+from hopqa.methods.structured import (
+    Parsed,
+    StructuredMode,
+    direct,
+    failed,
+    json_reply,
+    object_schema,
+    read,
+    use_schema,
+)
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -32,6 +55,15 @@ REASON_PROMPT = (
     "time, and end with \"So the answer is:\" followed by a short answer.\n\n{demos}\n\n"
     "{passages}\n\nQ: {question}\nA:{cot}"
 )
+#: Structured reasoning step (``structured``): the schema, and the closing instruction appended to
+#: ``REASON_PROMPT`` (after "A:" and the CoT so far).
+REASON_SCHEMA = object_schema({"sentence": {"type": "string"}, "answer": {"type": "string"}})
+REASON_INSTRUCTION = "\n" + json_reply({
+    "sentence": "the next sentence of the reasoning",
+    "answer": "the short answer if this sentence concludes the reasoning, else empty",
+})
+#: Room for the JSON wrapper of a structured call (its keys, quotes and braces) and the answer.
+JSON_TOKENS = 32
 #: Prompt of the "direct" reader over all collected paragraphs (IRCoT's reader step; METHODS.md
 #: gives no prompt for it, so this is hopqa's wording, owned by IRCoT: it started as a copy of
 #: Retrieve-then-Read's and no longer changes with it).
@@ -43,6 +75,25 @@ READ_PROMPT = (
 READER = Reader(READ_PROMPT, max_tokens=32)
 
 
+def parse_sentence(text: str) -> Parsed[str]:
+    """The free-text step: its first sentence (``first_sentence``; one new sentence per step),
+    ``failed`` when the generation is empty."""
+    sentence = first_sentence(text)
+    return direct(sentence, "first sentence") if sentence else failed("empty reasoning step")
+
+
+def sentence_from_json(obj: dict[str, Any]) -> str | None:
+    """A ``REASON_SCHEMA`` object as the step's sentence: "So the answer is: <answer>." when
+    ``answer`` is filled, else the first sentence of ``sentence``; None when both are empty."""
+    answer = obj.get("answer")
+    answer = clean_answer(answer) if isinstance(answer, str) else ""
+    if answer:
+        return f"So the answer is: {answer}."
+    sentence = obj.get("sentence")
+    return (first_sentence(sentence) or None) if isinstance(sentence, str) else None
+
+
+
 @dataclass
 class IRCoTConfig(MethodConfig):
     k: int = 4
@@ -52,6 +103,9 @@ class IRCoTConfig(MethodConfig):
     reader: str = "direct"
     total_passage_words: int = 1200
     max_tokens: int = 64
+    #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
+    #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
+    structured: StructuredMode = "auto"
 
 
 @register("ircot")
@@ -63,6 +117,7 @@ class IRCoT(FewShotMethod):
 
     def run(self, question: str) -> Result:
         cfg = self.config
+        structured = use_schema(self.llm, cfg.structured, who="IRCoT's reasoning steps")
         demos = "\n\n".join(f"Q: {d.question}\nA: {demo_cot(d)}" for d in self.demos)
         best: dict[str, Passage] = {}
         with step("retrieve", query=question) as s:
@@ -75,9 +130,16 @@ class IRCoT(FewShotMethod):
                 prompt = REASON_PROMPT.format(
                     demos=demos, question=question, cot="".join(" " + c for c in cot),
                     passages=render_passages(self.ordered(best), total_words=cfg.total_passage_words))
-                out = self.llm.generate(prompt, max_tokens=cfg.max_tokens, stop=["\n\n", "\nQ:"]).text
-                sentence = first_sentence(out)
-                s.output(raw=out, sentence=sentence)
+                if structured:  # max_tokens: room for the JSON wrapper and the answer too
+                    gen = self.llm.generate(prompt + REASON_INSTRUCTION, max_tokens=cfg.max_tokens + JSON_TOKENS,
+                                            schema=REASON_SCHEMA)
+                    parsed = read(gen.text, True, sentence_from_json, parse_sentence, field="sentence",
+                                  schema_ignored=gen.schema_ignored)
+                else:
+                    gen = self.llm.generate(prompt, max_tokens=cfg.max_tokens, stop=["\n\n", "\nQ:"])
+                    parsed = read(gen.text, False, sentence_from_json, parse_sentence, field="sentence")
+                sentence = parsed.value or ""
+                s.output(raw=gen.text, sentence=sentence)
                 if not sentence:
                     s.note("empty reasoning step: stopping")
                     break

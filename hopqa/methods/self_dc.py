@@ -28,6 +28,25 @@ Confidence (``confidence``):
   logprobs from the backend (the embedded models and OpenAI-compatible servers have them), a
   clear error at start-up otherwise.
 
+Structured steps (``structured``, ``hopqa.methods.structured``; issue 16): where the backend
+can constrain its output to a JSON schema (``auto``) or when asked (``on``), two steps send the
+Table 21 prompt with its closing cue ``Answer:`` replaced by a JSON instruction
+(``json_reply``): the verbal confidence (``VERB_CONFIDENCE_SCHEMA``: ``{"answer": str,
+"confidence": 0..100}``, the paper's percentage scale as an integer enum; the value / 100 is c)
+and the decomposition (``decomposition_schema``: ``{"subquestions": [str]}``, at most
+``max_subquestions``). A JSON reply cut short by ``max_tokens`` is closed and read (a
+``fallback`` parse record); a reply with no JSON object at all (a server that did not
+constrain it) goes to the free-text parser (``fallback``); a JSON object without a usable value,
+or nothing usable, takes the documented default (``failed``: confidence 0; no sub-questions,
+so retrieve-then-read). With ``off`` (or a backend without
+``STRUCTURED``) the prompts are the paper's, byte for byte, and the free-text parsers record
+``direct`` for the paper's format (a ``Confidence (0-100): N`` line; ``#k:`` items),
+``fallback`` for what a forgiving rule recovered (a number elsewhere; a numbered or bulleted
+list), ``failed`` for the default. The ``prob`` confidence parses nothing (no schema, no
+record); combine-sub-qas and the readers write a free-text answer after ``Answer:``, not a
+format, so they stay free text. The confidence step keeps its outputs ``raw``, ``answer`` and
+``confidence`` (c in [0, 1], the value a histogram of confidences reads).
+
 Defaults are the paper's: α = 0.4 (verb) / 0.6 (prob) when ``alpha`` is unset, β = 0.1, t = 3,
 3 retrieved passages, temperature 0.1 and top_p 0.1. Every retrieval is counted in the usage
 (``retrieval_calls``), so the evaluation reports retrievals per question, the paper's
@@ -45,6 +64,7 @@ token limits); changing GenRead's templates changes Self-DC on purpose.
 
 from __future__ import annotations
 
+import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,6 +80,18 @@ from hopqa.methods.base import (
 )
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
+from hopqa.methods.structured import (
+    Parsed,
+    StructuredMode,
+    direct,
+    failed,
+    fallback,
+    json_reply,
+    object_schema,
+    read,
+    string_list,
+    use_schema,
+)
 from hopqa.retrieval.base import Retriever
 from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step, submit
@@ -93,6 +125,23 @@ COMBINE_PROMPT = (
 )
 ROUTES = ("retrieve-then-read", "generate-then-read", "decompose")
 
+# -- structured outputs (issue 16): the same prompts, the cue "Answer:" replaced by a JSON instruction ----------
+#: The verbal confidence as JSON: the answer first (as in the paper's format), then the confidence
+#: on the paper's 0-100 scale (an integer enum: llama-cpp-python's converter ignores minimum/maximum).
+VERB_CONFIDENCE_SCHEMA = object_schema({"answer": {"type": "string"},
+                                        "confidence": {"type": "integer", "enum": list(range(101))}})
+VERB_CONFIDENCE_REPLY = json_reply({"answer": "[Your answer]", "confidence": 80})
+#: Table 21, verbalized confidence, asking for ``VERB_CONFIDENCE_SCHEMA``.
+VERB_CONFIDENCE_JSON_PROMPT = VERB_CONFIDENCE_PROMPT.removesuffix("\nAnswer:") + "\n{reply}"
+DECOMPOSE_REPLY = json_reply({"subquestions": ["[sub-question 1]", "[sub-question 2]"]})
+#: Table 21, decompose, asking for ``decomposition_schema``.
+DECOMPOSE_JSON_PROMPT = DECOMPOSE_PROMPT.removesuffix("\nAnswer:") + "\n{reply}"
+
+
+def decomposition_schema(max_subquestions: int) -> dict[str, Any]:
+    """The decomposition as JSON: ``{"subquestions": [at most max_subquestions strings]}``."""
+    return object_schema({"subquestions": string_list(max_subquestions)})
+
 
 @dataclass
 class SelfDCConfig(MethodConfig):
@@ -107,6 +156,9 @@ class SelfDCConfig(MethodConfig):
     max_tokens: int = 32
     document_tokens: int = 200
     max_passage_words: int = 120
+    #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
+    #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
+    structured: StructuredMode = "auto"
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -117,6 +169,10 @@ _CONFIDENCE_WORD = re.compile(r"confidence", re.IGNORECASE)
 _BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _HASH_ITEM = re.compile(r"#\s*\d+\s*[:.)]")
 _LIST_ITEM = re.compile(r"^[^\S\n]*(?:\d+[.)]|[-*\u2022])\s+", re.MULTILINE)
+#: The paper's confidence line (after ``_FORMAT_RANGE`` removed "(0-100)"): "Confidence: 80".
+_CONF_LINE = re.compile(r"[^\S\n]*confidence[^\S\n]*:[^\S\n]*", re.IGNORECASE)
+#: A marker an item of a JSON list may still carry: "#1:", "1. ", "- ".
+_ITEM_MARKER = re.compile(r"^\s*(?:#\s*\d+\s*[:.)]\s*|(?:\d+[.)]|[-*\u2022])\s+)")
 
 
 def parse_verbal_confidence(text: str) -> tuple[float | None, str]:
@@ -126,24 +182,61 @@ def parse_verbal_confidence(text: str) -> tuple[float | None, str]:
     only a number. 0-100 is divided by 100; a fraction written as 0.x is kept; values are clamped.
     The answer is what comes before the first "confidence". Linear in the length of ``text``.
     """
+    c, answer, _ = _verbal_confidence(text)
+    return c, answer
+
+
+def _verbal_confidence(text: str) -> tuple[float | None, str, str]:
+    """``parse_verbal_confidence`` and the rule that found the number (``read_verbal_confidence``)."""
     text = _FORMAT_RANGE.sub(" ", text)  # the "(0-100)" of the format line is not a value
     cut = _CONFIDENCE_WORD.search(text)
     answer_part = text[: cut.start()] if cut else text
     answer = extract_answer(answer_part)[0] if answer_part.strip() else ""
+    how = "number after 'confidence'"
     m = _CONF_LABEL.search(text)
+    if m is not None and _CONF_LINE.fullmatch(text, text.rfind("\n", 0, m.start()) + 1, m.start(1)):
+        how = "Confidence line"  # the label alone at the start of its line, then the number
     if m is None:
         percents = [x for x in _NUMBER.finditer(text) if x.group(2)]
         m = percents[-1] if percents else None
+        how = "a percentage"
     if m is None:
         bare = text.strip()
         if _BARE_NUMBER.fullmatch(bare[:-1].rstrip() if bare.endswith("%") else bare):
             m = _NUMBER.search(text)
+            how = "a reply that is only a number"
     if m is None:
-        return None, answer
+        return None, answer, "no confidence number"
     value = float(m.group(1))
     if not m.group(2) and "." in m.group(1) and value <= 1.0:
-        return value, answer  # "0.8": already a fraction
-    return max(0.0, min(100.0, value)) / 100.0, answer
+        return value, answer, how + " (a fraction)"  # "0.8": already a fraction
+    return max(0.0, min(100.0, value)) / 100.0, answer, how
+
+
+def read_verbal_confidence(text: str) -> Parsed[tuple[float, str]]:
+    """The free-text reading of a verbalized-confidence reply (``"Answer:" + completion``) as a
+    parse record: ``direct`` for the paper's ``Confidence (0-100): N`` line, ``fallback`` for a
+    number found by another rule of ``parse_verbal_confidence``, ``failed`` for none (the
+    method then takes confidence 0)."""
+    c, answer, how = _verbal_confidence(text)
+    if c is None:
+        return failed(how)
+    return direct((c, answer), how) if how == "Confidence line" else fallback((c, answer), how)
+
+
+def confidence_from_json(obj: dict[str, Any]) -> tuple[float, str] | None:
+    """``(c, answer)`` from ``{"answer": ..., "confidence": 0..100}``: c = confidence / 100,
+    clamped to [0, 1]; a number written with a point and at most 1 (0.8, from a server that
+    ignored the schema) is already a fraction, as in the free-text rule. None without a numeric
+    confidence."""
+    value = obj.get("confidence")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    answer = obj.get("answer")
+    answer = " ".join(answer.split()) if isinstance(answer, str) else ""
+    if isinstance(value, float) and 0.0 <= value <= 1.0:  # written with a point, as "0.8" in free text
+        return value, answer
+    return max(0.0, min(100.0, float(value))) / 100.0, answer
 
 
 def parse_subquestions(text: str, limit: int = 5) -> list[str]:
@@ -152,6 +245,12 @@ def parse_subquestions(text: str, limit: int = 5) -> list[str]:
     count once; at most ``limit``. Linear in the length of ``text``."""
     parts = _HASH_ITEM.split(text)
     items = parts[1:] if len(parts) > 1 else _LIST_ITEM.split(text)
+    return _clean_subquestions(items, limit)
+
+
+def _clean_subquestions(items: list[str], limit: int) -> list[str]:
+    """Each item on one line, cut after its first "?"; repeats (SQuAD normalisation) once; at
+    most ``limit``."""
     out: list[str] = []
     seen: set[str] = set()
     for item in items:
@@ -167,6 +266,27 @@ def parse_subquestions(text: str, limit: int = 5) -> list[str]:
             seen.add(key)
             out.append(q)
     return out
+
+
+def read_subquestions(text: str, limit: int = 5) -> Parsed[list[str]]:
+    """The free-text reading of a decomposition (``parse_subquestions``) as a parse record:
+    ``direct`` when the paper's ``#k:`` items are there, ``fallback`` for a numbered or bulleted
+    list, ``failed`` for neither (a statement or nothing: the method treats the question as
+    undivided and retrieves)."""
+    if _HASH_ITEM.search(text):
+        return direct(parse_subquestions(text, limit), "#k: items")
+    if _LIST_ITEM.search(text):
+        return fallback(parse_subquestions(text, limit), "a numbered or bulleted list")
+    return failed("no #k: items and no list")
+
+
+def subquestions_from_json(obj: dict[str, Any], limit: int = 5) -> list[str] | None:
+    """The sub-questions of ``{"subquestions": [...]}`` (strings only; a leftover "#1:" or "1."
+    marker removed; cleaned as ``parse_subquestions``); None without such a list."""
+    items = obj.get("subquestions")
+    if not isinstance(items, list):
+        return None
+    return _clean_subquestions([_ITEM_MARKER.sub("", x, count=1) for x in items if isinstance(x, str)], limit)
 
 
 def route(c: float, alpha: float, beta: float) -> str:
@@ -257,19 +377,40 @@ class SelfDC(RetrievingMethod):
                     s.note("the backend returned no token logprobs: confidence 0")
                 s.output(raw=comp.text, confidence=prob or 0.0)
                 return prob or 0.0
-            # no stop at a blank line: small models often put one between the answer and the confidence
-            raw = self._gen(VERB_CONFIDENCE_PROMPT.format(question=q), max_tokens=48, stop=["\nQuestion:"]).text
-            c, answer = parse_verbal_confidence("Answer:" + raw)
-            if c is None:
+            structured = use_schema(self.llm, self.config.structured, who="Self-DC confidence")
+            if structured:
+                # 64 tokens, not 48: room for the JSON around the answer and the number
+                gen = self._gen(VERB_CONFIDENCE_JSON_PROMPT.format(question=q, reply=VERB_CONFIDENCE_REPLY),
+                                max_tokens=64, schema=VERB_CONFIDENCE_SCHEMA)
+            else:
+                # no stop at a blank line: small models often put one between the answer and the confidence
+                gen = self._gen(VERB_CONFIDENCE_PROMPT.format(question=q), max_tokens=48, stop=["\nQuestion:"])
+            raw = gen.text
+            parsed = read(raw, structured, confidence_from_json, lambda t: read_verbal_confidence("Answer:" + t),
+                          field="confidence", schema_ignored=gen.schema_ignored)
+            if parsed.value is None:
                 s.note("no confidence number in the reply: treated as 0")
-            s.output(raw=raw, answer=answer, confidence=c if c is not None else 0.0)
-            return c if c is not None else 0.0
+                c, answer = 0.0, parse_verbal_confidence("Answer:" + raw)[1]
+            else:
+                c, answer = parsed.value
+            s.output(raw=raw, answer=answer, confidence=c)
+            return c
 
     def decompose(self, q: str) -> list[str]:
+        cfg = self.config
+        limit = cfg.max_subquestions
         with step("decompose", question=q) as s:
-            raw = self._gen(DECOMPOSE_PROMPT.format(question=q), max_tokens=120, stop=["\nQuestion:", "\n\n\n"]).text
-            subs = [x for x in parse_subquestions(raw, self.config.max_subquestions)
-                    if normalize_answer(x) != normalize_answer(q)]
+            structured = use_schema(self.llm, cfg.structured, who="Self-DC decompose")
+            if structured:
+                # 160 tokens, not 120: room for the JSON list around the sub-questions
+                gen = self._gen(DECOMPOSE_JSON_PROMPT.format(question=q, reply=DECOMPOSE_REPLY), max_tokens=160,
+                                schema=decomposition_schema(limit))
+            else:
+                gen = self._gen(DECOMPOSE_PROMPT.format(question=q), max_tokens=120, stop=["\nQuestion:", "\n\n\n"])
+            raw = gen.text
+            parsed = read(raw, structured, lambda o: subquestions_from_json(o, limit),
+                          lambda t: read_subquestions(t, limit), field="subquestions", schema_ignored=gen.schema_ignored)
+            subs = [x for x in parsed.value or [] if normalize_answer(x) != normalize_answer(q)]
             s.output(raw=raw, subquestions=subs)
             return subs
 

@@ -38,6 +38,32 @@ Choices where the paper is silent (each a parameter):
 - Paper settings: ``max_levels`` 5 (2Wiki), shots 2 / 4 / 3 (2Wiki / AdvHotpot / MuSiQue; the
   default ``shots`` is 2), generator at temperature 0.
 
+Structured step (``structured``, ``hopqa.methods.structured``; issue 16): where the backend can
+constrain its output to a JSON schema (``auto``) or when asked (``on``), the generator's next
+sub-question is asked with ``DECOMPOSE_JSON_PROMPT`` (Table 7, its cue ``Subquestion k:``
+replaced by a JSON instruction) under ``SUBQUESTION_SCHEMA`` ``{"subquestion": str}``, the value
+``<FIN></FIN>`` ending the decomposition as in the paper; the history above stays the paper's
+text. A JSON reply cut short is closed and read, a reply with no JSON object at all goes to
+the free-text parser (both ``fallback``); a JSON object without the field, or nothing usable,
+is ``failed`` and stops the walk ("empty sub-question"), as an empty JSON sub-question does. With ``off`` (or a backend without
+``STRUCTURED``) the prompt is Table 7's, byte for byte, and ``read_subquestion`` records
+``direct`` for a bare first line (or ``<FIN></FIN>``), ``fallback`` when it had to strip an
+echoed ``Question:`` / ``Subquestion k:`` label, take the ``Subquestion k:`` line under an
+echoed question, or cut at a following label, ``failed`` for an empty reply.
+
+Repeated sub-questions (issue 16): sub-questions are compared after removing echoed labels,
+case, punctuation and articles (``subquestion_key``). A chat model given Table 7 as one user
+message does not continue the cue ``Subquestion k:``; Qwen2.5-1.5B writes a new example's
+``Question: ...`` line instead (often an invented question) and, at level 2, copies the
+level-1 sub-question the prompt shows it, so GenSco-max stopped on "repeated sub-question"
+after one passage. ``repeat_retries`` (default 0: the paper's rule, stop on the first repeat)
+re-asks the same prompt up to that many times at ``repeat_temperature`` (0.5, the paper's
+Table 11 setting) with seeds ``seed + 1, seed + 2, ...`` and takes the first sub-question that
+is new (``<FIN></FIN>`` then ends the walk); only when every retry repeats (or is empty) does the
+walk stop on the repeat. Off by default because Algorithm 1 treats a repeat as the end of the
+decomposition: retrying overrides that stop, so it is a departure to ask for. The level's trace
+records the repeated sub-question and every retry (``retries``: raw, sub-question, seed).
+
 Cost per question: one generator call per level plus the answer; ``len(P)`` scorer calls per
 level (all candidates of a level are one batch: concurrent where the backend allows, and on
 the embedded model the prompt prefix shared by the candidates, the instruction and the
@@ -49,8 +75,8 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import LOGLIKELIHOOD, LLMBase
 from hopqa.methods.base import (
@@ -67,23 +93,35 @@ from hopqa.methods.gensco.prompts import (
     ANSWER_SHOT,
     CONTEXT_FORMAT,
     DECOMPOSE_INSTRUCTION,
+    DECOMPOSE_JSON_PROMPT,
     DECOMPOSE_PROMPT,
     DECOMPOSE_SHOTS,
     SCORE_PROMPT,
     STOP_PROMPT,
+    SUBQUESTION_REPLY,
+    SUBQUESTION_SCHEMA,
 )
 from hopqa.methods.parsing import clean_answer, extract_answer
+from hopqa.methods.structured import (
+    Parsed,
+    StructuredMode,
+    direct,
+    failed,
+    fallback,
+    read,
+    use_schema,
+)
 from hopqa.retrieval.base import Retriever
 from hopqa.runtime import traced_llm
 from hopqa.text import normalize_answer, render_passage, render_passages
-from hopqa.trace import step
+from hopqa.trace import Step, step
 from hopqa.types import Demo, Passage
 
 _FIN_TAG = re.compile(r"<\s*(?:/\s*)?fin\s*>", re.IGNORECASE)
-_ECHO = re.compile(r"\s*(?:sub\s*question|question)\s*(?:\d+\s*)?[:.)-]\s*", re.IGNORECASE)
-_NEXT_LABEL = re.compile(r"(?:subcontext|subquestion)\s*\d+\s*:", re.IGNORECASE)
+_ECHO = re.compile(r"\s*(?:sub[^\S\n]*-?[^\S\n]*question|question)\s*(?:\d+\s*)?[:.)-]\s*", re.IGNORECASE)
+_NEXT_LABEL = re.compile(r"sub-?(?:context|question)\s*\d+\s*:", re.IGNORECASE)
 _QUESTION_ECHO = re.compile(r"^\s*question\s*:", re.IGNORECASE)
-_SUBQUESTION_LINE = re.compile(r"^\s*sub\s*question\s*\d+\s*:(.*)$", re.IGNORECASE)
+_SUBQUESTION_LINE = re.compile(r"^\s*sub[^\S\n]*-?[^\S\n]*question\s*\d+\s*:(.*)$", re.IGNORECASE)
 
 
 @dataclass
@@ -101,6 +139,17 @@ class GenScoConfig(MethodConfig):
     scorer_passage_words: int | None = None
     max_tokens: int = 48
     seed: int = 0
+    #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
+    #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
+    structured: StructuredMode = "auto"
+    #: Re-asks of a sub-question that repeats an earlier one before stopping on the repeat (0:
+    #: the paper's rule, stop at once); each at ``repeat_temperature`` with its own seed.
+    repeat_retries: int = field(default=0, metadata={"range": (0, 10)})
+    repeat_temperature: float = field(default=0.5, metadata={"range": (0.0, 2.0), "above": 0.0})
+
+
+#: The value of a parsed sub-question that ends the decomposition (the paper's end signal).
+FIN = "<FIN></FIN>"
 
 
 def is_fin(text: str) -> bool:
@@ -109,30 +158,75 @@ def is_fin(text: str) -> bool:
     return _FIN_TAG.search(text) is not None or text.strip().lower() == "fin"
 
 
-def parse_subquestion(text: str) -> str | None:
-    """The generator's next sub-question (first non-empty line, a repeated ``Subquestion k:``
-    prefix removed); ``None`` for ``<FIN></FIN>`` (any spelling) or nothing at all.
+def _strip_labels(text: str) -> tuple[str, bool]:
+    """``text`` without its leading echoed labels ("Question:", "Subquestion 2:", "Sub-question
+    2:", one after another) and whether there were any. Linear in the length of ``text``."""
+    pos = 0
+    while (m := _ECHO.match(text, pos)) is not None and m.end() > pos:
+        pos = m.end()
+    return text[pos:], pos > 0
+
+
+def subquestion_key(text: str) -> str:
+    """What two sub-questions are compared by for "repeats an earlier sub-question": without
+    echoed labels, SQuAD-normalised (case, punctuation, articles, spaces)."""
+    return normalize_answer(_strip_labels(text)[0])
+
+
+def read_subquestion(text: str) -> Parsed[str]:
+    """The generator's next sub-question (``FIN`` for the end) as a parse record: ``direct`` for
+    a first non-empty line that is the sub-question itself or ``<FIN></FIN>``; ``fallback`` when
+    a rule had to recover it (an echoed label removed, the ``Subquestion k:`` line under an
+    echoed ``Question:`` line, the line cut at a following ``Subcontext k:`` label, "FIN"
+    spelled otherwise); ``failed`` for nothing at all (the walk stops: "empty sub-question").
 
     Small models often start a new example instead of continuing ("Question: <the question
     again>\nSubquestion 1: <a real sub-question>"): an echoed ``Question:`` line gives way to
     the first non-empty ``Subquestion k:`` line after it, if there is one. Linear in the text."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
-        return None
+        return failed("empty reply")
+    rules: list[str] = []
     first = lines[0]
     if _QUESTION_ECHO.match(first) and not is_fin(first):
         for line in lines[1:]:
             m = _SUBQUESTION_LINE.match(line)
             if m and m.group(1).strip() and not is_fin(m.group(1)):
                 first = m.group(1)
+                rules.append("the Subquestion line under an echoed Question line")
                 break
-    echo = _ECHO.match(first)
-    line = first[echo.end():] if echo else first
+    line, stripped = _strip_labels(first)
+    if stripped:
+        rules.append("echoed label removed")
     if is_fin(line):
-        return None
+        if FIN.lower() not in line.lower().replace(" ", ""):
+            rules.append("FIN spelled otherwise")
+        return fallback(FIN, "; ".join(rules)) if rules else direct(FIN, FIN)
     cut = _NEXT_LABEL.search(line)
+    if cut:
+        rules.append("cut at the next label")
     line = (line[: cut.start()] if cut else line).strip()
-    return line or None
+    if not line:
+        return failed("; ".join([*rules, "nothing after the label"]))
+    return fallback(line, "; ".join(rules)) if rules else direct(line, "first line")
+
+
+def parse_subquestion(text: str) -> str | None:
+    """The generator's next sub-question (first non-empty line, a repeated ``Subquestion k:``
+    prefix removed); ``None`` for ``<FIN></FIN>`` (any spelling) or nothing at all
+    (``read_subquestion`` without its parse record)."""
+    parsed = read_subquestion(text)
+    return None if parsed.value is None or parsed.value == FIN else parsed.value
+
+
+def subquestion_from_json(obj: dict[str, Any]) -> str | None:
+    """The sub-question of ``{"subquestion": ...}``: ``FIN`` for the end signal, "" for an
+    empty one, the text (on one line, echoed labels removed) otherwise; None without a string."""
+    value = obj.get("subquestion")
+    if not isinstance(value, str):
+        return None
+    text = " ".join(_strip_labels(value.strip())[0].split())
+    return FIN if is_fin(text) else text
 
 
 @register("gensco-max", preset={"variant": "max"},
@@ -193,15 +287,62 @@ class GenSco(FewShotMethod):
         return a, b
 
     # -- the generator's two prompts ------------------------------------------------------------------
-    def decompose(self, question: str, subquestions: list[str], selected: list[Passage]) -> tuple[str | None, str]:
-        """Table 7: the next sub-question (``None`` = end of decomposition) and the raw output."""
-        history = "".join(f"Subquestion {j}: {q}\nSubcontext {j}: {render_passage(p, max_words=self.config.max_passage_words)}\n"
+    def decompose(self, question: str, subquestions: list[str], selected: list[Passage], *,
+                  temperature: float | None = None, seed: int | None = None) -> tuple[str | None, str]:
+        """Table 7: the next sub-question and the raw output. The sub-question is ``FIN`` for the
+        end of the decomposition and None when nothing usable came (both stop the walk).
+        ``temperature`` and ``seed``: a resample (``repeat_retries``); default the config's."""
+        cfg = self.config
+        history = "".join(f"Subquestion {j}: {q}\nSubcontext {j}: {render_passage(p, max_words=cfg.max_passage_words)}\n"
                           for j, (q, p) in enumerate(zip(subquestions, selected), 1))
-        prompt = DECOMPOSE_PROMPT.format(instruction=DECOMPOSE_INSTRUCTION, shots=DECOMPOSE_SHOTS, question=question,
-                                         history=history, level=len(subquestions) + 1)
-        raw = self.llm.generate(prompt, max_tokens=self.config.max_tokens, temperature=self.config.temperature,
-                                stop=["\nSubcontext", "\n\n", "\nQuestion:"]).text
-        return parse_subquestion(raw), raw
+        fields = {"instruction": DECOMPOSE_INSTRUCTION, "shots": DECOMPOSE_SHOTS, "question": question,
+                  "history": history, "level": len(subquestions) + 1}
+        sampling: dict[str, Any] = {"temperature": cfg.temperature if temperature is None else temperature}
+        if seed is not None:
+            sampling["seed"] = seed
+        structured = use_schema(self.llm, cfg.structured, who="GenSco decomposition")
+        if structured:
+            # 16 tokens more than the free-text call: room for the JSON around the sub-question
+            gen = self.llm.generate(DECOMPOSE_JSON_PROMPT.format(**fields, reply=SUBQUESTION_REPLY),
+                                    max_tokens=cfg.max_tokens + 16, schema=SUBQUESTION_SCHEMA, **sampling)
+        else:
+            gen = self.llm.generate(DECOMPOSE_PROMPT.format(**fields), max_tokens=cfg.max_tokens,
+                                    stop=["\nSubcontext", "\n\n", "\nQuestion:"], **sampling)
+        parsed = read(gen.text, structured, subquestion_from_json, read_subquestion, field="subquestion",
+                      schema_ignored=gen.schema_ignored)
+        return parsed.value or None, gen.text
+
+    def next_subquestion(self, question: str, subquestions: list[str], selected: list[Passage],
+                         s: Step) -> tuple[str | None, str]:
+        """Table 7's next sub-question, re-asked while it repeats an earlier one, up to
+        ``repeat_retries`` times (module docstring); the stop reason when the walk ends here,
+        else "". Records the sub-question (and any retries) on the level step ``s``."""
+        cfg = self.config
+        q, raw = self.decompose(question, subquestions, selected)
+        s.output(raw=raw, subquestion=None if q == FIN else q)
+        if q is None:
+            return None, "empty sub-question"
+        if q == FIN:
+            return None, FIN
+        seen = {subquestion_key(x) for x in subquestions}
+        if subquestion_key(q) not in seen:
+            return q, ""
+        if cfg.repeat_retries:
+            s.output(repeated=q)
+            retries: list[dict[str, Any]] = []
+            for attempt in range(1, cfg.repeat_retries + 1):
+                seed = cfg.seed + attempt
+                q, raw = self.decompose(question, subquestions, selected, temperature=cfg.repeat_temperature, seed=seed)
+                retries.append({"raw": raw, "subquestion": q, "seed": seed})
+                s.output(retries=retries)
+                if q == FIN:
+                    s.output(subquestion=None)
+                    return None, FIN
+                if q is not None and subquestion_key(q) not in seen:
+                    s.output(subquestion=q)
+                    return q, ""
+            s.note(f"every one of {cfg.repeat_retries} resampled sub-questions repeated an earlier one or was empty")
+        return None, "repeated sub-question"
 
     def read(self, question: str, passages: list[Passage]) -> tuple[str, str, str]:
         """Table 6: (answer, raw output, how it was parsed)."""
@@ -225,7 +366,7 @@ class GenSco(FewShotMethod):
         with step("candidates", query=question, k=cfg.k) as s:
             candidates = self.retriever.search(question, cfg.k)
             s.output(passages=[{"id": p.id, "title": p.title} for p in candidates])
-        selected, subquestions = self.select(question, candidates)
+        selected, _ = self.select(question, candidates)
         with step("answer", question=question) as s:
             context = list({p.id: p for p in reversed(selected)}.values())[::-1]  # first occurrence, in order
             if cfg.shuffled:
@@ -251,14 +392,9 @@ class GenSco(FewShotMethod):
                     if cfg.variant == "no-qd":
                         q = question
                     else:
-                        q, raw = self.decompose(question, subquestions, selected)
-                        s.output(raw=raw, subquestion=q)
+                        q, end = self.next_subquestion(question, subquestions, selected, s)
                         if q is None:
-                            reason = "<FIN></FIN>" if "fin" in raw.lower() else "empty sub-question"
-                            s.output(stop=reason)
-                            break
-                        if normalize_answer(q) in {normalize_answer(x) for x in subquestions}:
-                            reason = "repeated sub-question"
+                            reason = end
                             s.output(stop=reason)
                             break
                         if cfg.variant == "stop" and level >= cfg.stop_from_level:

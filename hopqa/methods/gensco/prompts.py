@@ -3,9 +3,15 @@
 Tables 6 and 7 go to the generator; Tables 8 and 9 go to the scorer, whose *generation* is
 never used: only the log-likelihood of a given continuation (the question) after the prompt.
 Scorer prompts end with ``Question:``; the continuation scored is ``" " + question``.
+
+Structured outputs (issue 16): ``DECOMPOSE_JSON_PROMPT`` is Table 7 with its closing cue
+``Subquestion {level}:`` replaced by a request for ``SUBQUESTION_SCHEMA``; the instruction, the
+two examples and the (sub-question, sub-context) history above it are the paper's text.
 """
 
 from __future__ import annotations
+
+from hopqa.methods.structured import json_reply, object_schema
 
 #: The ``Context:`` of Tables 6-9: passages ``Title | text``, unnumbered, one per line
 #: (``hopqa.text.render_passages`` options; each call adds its word cap).
@@ -38,6 +44,12 @@ DECOMPOSE_SHOTS = (
     "Subquestion 2: When was the release date of the movie \"Batman Begins\"?"
 )
 DECOMPOSE_PROMPT = "{instruction}\n\n{shots}\n\nQuestion: {question}\n{history}Subquestion {level}:"
+#: The next sub-question as JSON; the paper's end signal stays the value "<FIN></FIN>".
+SUBQUESTION_SCHEMA = object_schema({"subquestion": {"type": "string"}})
+SUBQUESTION_REPLY = json_reply({"subquestion": "[the next subquestion, or <FIN></FIN>]"})
+#: Table 7 asking for ``SUBQUESTION_SCHEMA`` (``reply``: ``SUBQUESTION_REPLY``) in place of the cue.
+DECOMPOSE_JSON_PROMPT = ("{instruction}\n\n{shots}\n\nQuestion: {question}\n{history}"
+                         "Write Subquestion {level}, or \"<FIN></FIN>\" if no more subquestion could be drawn. {reply}")
 
 #: Table 8: the stopping criterion (scorer; the continuation is the multi-hop question).
 STOP_PROMPT = (

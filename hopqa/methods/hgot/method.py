@@ -44,6 +44,24 @@ runs it when it builds the method) and picks ``num_demos`` per prompt by ``demo_
 bootstrapped demonstration falls back to the Appendix C ones, noted in the trace. The
 ``rewrite`` step records the context it showed the model, so its trace holds every Appendix D
 candidate.
+
+Structured steps (``structured``, ``hopqa.methods.structured``): where the backend constrains
+output to a JSON schema (``auto``, ``on``), Plan and Predict send their Appendix C prompts, same
+demonstrations, with a JSON instruction on the line before the closing cue (``Plan:``,
+``Rationale: Let's think step by step.``) and ``JSON_EXTRA_TOKENS`` more ``max_tokens``. Plan
+(with or without context): ``{"steps": [{"question", "depends_on": [int]}]}`` (at most
+``max_steps``), written back as ``Step 1: ... Step 2: ...`` / ``Dependencies: Step 2 depends on
+Step 1.`` (``None``), which the trace, self-reflect, formalize, the graph and STOP read as free
+text. Predict (``samples`` samples): ``{"statements": [{"text", "citations": [int]}], "answer"}``
+(at most 6 statements), written back as the paper's rationale, ``"... [1][3]."`` per statement,
+so ``split_statements``, REC / PREC and the ρ-weighted vote work as on free text; citation
+numbers naming no passage shown are dropped (noted); an empty answer is a sample without one
+(``missing_answer``, on the free-text prompt). A reply without usable JSON is read by the
+free-text parser. Every Plan reply and every Predict sample records its parse (``plan``,
+``answer``): ``direct`` (the JSON, or the ``Step n:`` / ``Answer:`` format in free text),
+``fallback`` (JSON cut short, free text under a schema, loose step headers, an answer from
+``missing_answer``'s rule), ``failed`` (no step: empty plan; no answer). Self-reflect, formalize
+and rewrite stay free text. ``structured=off`` sends the paper's prompts byte for byte.
 """
 
 from __future__ import annotations
@@ -68,20 +86,31 @@ from hopqa.methods.hgot.graph import build_graph, parse_dependencies, parse_step
 from hopqa.methods.hgot.prompts import (
     CONTEXT_FORMAT,
     FORMALIZE_PROMPT,
+    JSON_EXTRA_TOKENS,
+    PLAN_CUE,
     PLAN_DEMOS,
     PLAN_INSTRUCTIONS,
     PLAN_INSTRUCTIONS_NO_CONTEXT,
+    PLAN_JSON_EXAMPLE,
     PLAN_PROMPT,
     PLAN_PROMPT_NO_CONTEXT,
+    PREDICT_CUE,
     PREDICT_DEMOS,
     PREDICT_INSTRUCTIONS,
+    PREDICT_JSON_EXAMPLE,
     PREDICT_PROMPT,
+    PREDICT_SCHEMA,
     REFLECT_DEMOS,
     REFLECT_INSTRUCTIONS,
     REFLECT_PROMPT,
     REWRITE_DEMOS,
     REWRITE_INSTRUCTIONS,
     REWRITE_PROMPT,
+    json_prompt,
+    markers,
+    plan_schema,
+    render_plan,
+    render_statement,
     without_context,
 )
 from hopqa.methods.hgot.quality import (
@@ -95,8 +124,18 @@ from hopqa.methods.hgot.quality import (
     vote,
 )
 from hopqa.methods.parsing import extract_answer
+from hopqa.methods.structured import (
+    Parsed,
+    StructuredMode,
+    direct,
+    failed,
+    fallback,
+    loads_object,
+    read,
+    use_schema,
+)
 from hopqa.text import normalize_answer, render_passage, render_passages
-from hopqa.trace import current_step, step, submit
+from hopqa.trace import PARSE_DIRECT, PARSE_FAILED, PARSE_FALLBACK, current_step, step, submit
 from hopqa.types import Passage
 
 _ANSWER_LABEL = re.compile(r"(?<![a-z])answer[ \t*]*:", re.IGNORECASE)
@@ -141,6 +180,9 @@ class HGOTConfig(MethodConfig):
     bootstrap_mode: Literal["official", "every-call"] = "official"
     demo_cache: str = ""
     seed: int = 0
+    #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
+    #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
+    structured: StructuredMode = "auto"
 
 
 @dataclass
@@ -172,6 +214,69 @@ def plan_context(context: list[Scored], threshold: float | None) -> list[Scored]
     if threshold is None:
         return context[:PLAN_CONTEXT_PASSAGES]
     return sorted((x for x in context if x.sigma > threshold), key=lambda x: -x.sigma)
+
+
+@dataclass(frozen=True)
+class PlanDraft:
+    """The Plan's reply in the paper's text form (C.1): ``text`` (``Step 1: ... Step 2: ...`` and
+    its ``Dependencies:`` line), the step questions and the dependency text."""
+
+    text: str
+    steps: list[str]
+    dependencies: str
+
+
+#: A step header as the Plan format writes it ("Step 2:"); parse_steps also takes looser ones.
+_PLAN_HEADER = re.compile(r"\bstep\s*\d+\s*:", re.IGNORECASE)
+
+
+def plan_from_text(text: str, max_steps: int) -> PlanDraft:
+    """A free-text Plan reply: its steps (``parse_steps``) and the text after ``Dependencies:``."""
+    m = re.search(r"dependencies\s*:\s*(.*)", text, re.IGNORECASE | re.DOTALL)
+    return PlanDraft(text, parse_steps(text, max_steps), m.group(1).strip() if m else "")
+
+
+def read_plan_text(text: str, max_steps: int) -> Parsed[PlanDraft]:
+    """Parse status of a free-text plan: ``direct`` when its steps have the format's
+    ``Step n:`` headers, ``fallback`` when only looser ones ("Step 2." / "Step 2)") gave them,
+    ``failed`` when there is no step (the documented default: an empty plan, so STOP)."""
+    draft = plan_from_text(text, max_steps)
+    if not draft.steps:
+        return failed("no 'Step n:' in the plan: empty plan")
+    if len(_PLAN_HEADER.findall(text)) >= len(draft.steps):
+        return direct(draft, "Step n: headers")
+    return fallback(draft, "loose step headers")
+
+
+def plan_from_json(obj: dict[str, Any], max_steps: int) -> PlanDraft | None:
+    """A JSON plan (``plan_schema``) in the paper's text form (``render_plan``): the first
+    ``max_steps`` non-empty questions, whitespace collapsed, each with its integer
+    ``depends_on`` (renumbered when an empty question was dropped before it); None when
+    ``steps`` is not a list. ``{"steps": []}`` is the model's own empty plan."""
+    items = obj.get("steps")
+    if not isinstance(items, list):
+        return None
+    questions: list[str] = []
+    raw_deps: list[list[int]] = []
+    number: dict[int, int] = {}  # position in the JSON list (1-based) -> step number
+    for pos, item in enumerate(items, 1):
+        if isinstance(item, str):
+            item = {"question": item}
+        if not isinstance(item, dict) or len(questions) == max_steps:
+            continue
+        q = " ".join(str(item.get("question") or "").split())
+        if not q:
+            continue
+        number[pos] = len(questions) + 1
+        questions.append(q)
+        deps = item.get("depends_on")
+        raw_deps.append([d for d in deps if isinstance(d, int) and not isinstance(d, bool)]
+                        if isinstance(deps, list) else [])
+    # a number naming a dropped position is dropped; one beyond the list is kept for parse_dependencies to note
+    depends_on = [list(dict.fromkeys(number.get(d, d) for d in deps if d in number or not 1 <= d <= len(items)))
+                  for deps in raw_deps]
+    text, dependencies = render_plan(questions, depends_on)
+    return PlanDraft(text, questions, dependencies)
 
 
 def pool_passages(own: list[Scored], subs: list[list[Scored]], parent_weight: float,
@@ -327,9 +432,7 @@ class HGOT(RetrievingMethod):
         ctx = render_passages([x.passage for x in context], max_words=cfg.max_passage_words, **CONTEXT_FORMAT)
         prompt = PREDICT_PROMPT.format(instructions=PREDICT_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("predict", q)),
                                        context=ctx or "(no passages)", question=q)
-        gen = self.llm.generate(prompt, n=cfg.samples, temperature=cfg.temperature if cfg.samples > 1 else 0.0,
-                                max_tokens=cfg.max_tokens, stop=["\n\n---", "\nContext:", "\nQuestion:"])
-        thoughts = self.complete_thoughts(prompt, [self.parse_thought(t, len(context)) for t in gen.texts], s)
+        thoughts = self.sample_thoughts(prompt, len(context), s)
         entails = self.judge.entails if cfg.citation_quality or cfg.entailment_delta else None
         for t in thoughts:
             if cfg.citation_quality and entails is not None:
@@ -351,6 +454,99 @@ class HGOT(RetrievingMethod):
                  passages=[x.passage.id for x in context], sigma_before=before,
                  sigma_after=[round(x.sigma, 4) for x in context], nu_bar=[round(v, 4) for v in nu_bar])
         return Node(answer=answer, ci=ci, context=context)
+
+    def sample_thoughts(self, prompt: str, n_passages: int, s: Any) -> list[Thought]:
+        """The ``samples`` Predict samples that vote, each parse recorded on ``s`` (field
+        ``answer``).
+
+        Structured: the same prompt with the JSON instruction before its ``Rationale:`` cue and
+        ``PREDICT_SCHEMA`` (statements with their citation numbers, then the answer); each
+        statement is written back as the paper's rationale, markers before its period
+        (``thought_from_json``), so ``split_statements`` and REC / PREC read it as free text;
+        citation numbers outside the passages shown are dropped (noted). A reply without usable
+        JSON is read as free text. Free text: ``parse_thought``.
+
+        Samples without an answer (an empty ``answer`` under the schema, no ``Answer:`` label in
+        free text) go through ``complete_thoughts`` (``missing_answer``, on the paper's free-text
+        prompt). Then each sample's parse is recorded, once its fate is known: ``direct`` when the
+        answer came as asked (the JSON's ``answer``, the ``Answer:`` label), ``fallback`` when
+        ``missing_answer``'s rule gave it (or, under the schema, the JSON was cut short or the
+        answer came from free text), ``failed`` when the sample has no answer (dropped by DSP's
+        rule included)."""
+        cfg = self.config
+        stop = ["\n\n---", "\nContext:", "\nQuestion:"]
+        temperature = cfg.temperature if cfg.samples > 1 else 0.0
+        structured = use_schema(self.llm, cfg.structured, who="HGOT predict")
+        if structured:  # JSON_EXTRA_TOKENS: room for the JSON wrapper on top of the free-text rationale
+            gen = self.llm.generate(json_prompt(prompt, PREDICT_CUE, PREDICT_JSON_EXAMPLE), n=cfg.samples,
+                                    temperature=temperature, max_tokens=cfg.max_tokens + JSON_EXTRA_TOKENS, stop=stop,
+                                    schema=PREDICT_SCHEMA)
+        else:
+            gen = self.llm.generate(prompt, n=cfg.samples, temperature=temperature, max_tokens=cfg.max_tokens, stop=stop)
+        samples: list[tuple[Thought, str, bool]] = []  # each sample's thought, where its answer came from, repaired
+        dropped: list[int] = []
+        for text in gen.texts:
+            obj, repaired = loads_object(text) if structured else (None, False)
+            from_json = self.thought_from_json(obj, n_passages) if obj is not None else None
+            if from_json is not None:
+                thought, out_of_range = from_json
+                dropped += out_of_range
+                samples.append((thought, "json" if thought.answer else "missing", repaired))
+            else:
+                thought = self.parse_thought(text, n_passages)
+                samples.append((thought, "label" if thought.answer else "missing", False))
+        if dropped:
+            s.note(f"citation number(s) {sorted(set(dropped))} outside the {n_passages} passages shown: dropped "
+                   "from the structured rationale(s)")
+        thoughts, how = self.complete_thoughts(prompt, [t for t, _, _ in samples], s)
+        kept = {id(t) for t in thoughts}
+        for i, (thought, origin, repaired) in enumerate(samples):
+            if origin == "json" and not repaired and not gen.schema_ignored:
+                s.record_parse("answer", PARSE_DIRECT, "json", structured=structured)
+            elif origin == "json":
+                why = "JSON in a reply the server did not constrain" if gen.schema_ignored else "JSON cut short, closed"
+                s.record_parse("answer", PARSE_FALLBACK, why, structured=structured)
+            elif origin == "label":
+                status = PARSE_FALLBACK if structured else PARSE_DIRECT  # free text under a schema: a fallback
+                s.record_parse("answer", status, "'Answer:' label", structured=structured)
+            elif id(thought) in kept and thought.answer:
+                s.record_parse("answer", PARSE_FALLBACK, how[i], structured=structured)
+            else:
+                s.record_parse("answer", PARSE_FAILED, how.get(i, "no answer"), structured=structured)
+        return thoughts
+
+    @staticmethod
+    def thought_from_json(obj: dict[str, Any], n_passages: int) -> tuple[Thought, list[int]] | None:
+        """A structured Predict sample (``PREDICT_SCHEMA``) as a thought, and the citation numbers
+        dropped for naming no passage shown (outside 1..``n_passages``). Each statement is
+        written as the paper writes a rationale sentence, ``"<text> [1][3]."`` (markers the text
+        carries itself are moved to its end), the rationale is the statements joined and is split
+        again by ``split_statements`` as free text is. The answer is read as an ``Answer:``
+        field's (``completed_answer``); missing (a JSON cut before it) it is empty. None when
+        ``statements`` is not a list."""
+        items = obj.get("statements")
+        answer = obj.get("answer", "")
+        if not isinstance(items, list):
+            return None
+        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+            answer = str(answer)
+        sentences: list[str] = []
+        dropped: list[int] = []
+        for item in items:
+            if isinstance(item, str):
+                item = {"text": item}
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                continue
+            cites = item.get("citations")
+            numbers = [c for c in cites if isinstance(c, int) and not isinstance(c, bool)] if isinstance(cites, list) else []
+            numbers = list(dict.fromkeys([*numbers, *markers(item["text"])]))
+            dropped += [c for c in numbers if not 1 <= c <= n_passages]
+            sentence = render_statement(item["text"], [c for c in numbers if 1 <= c <= n_passages])
+            if sentence:
+                sentences.append(sentence)
+        rationale = " ".join(sentences)
+        answer = HGOT.completed_answer(answer) if isinstance(answer, str) else ""
+        return Thought(rationale=rationale, answer=answer, statements=split_statements(rationale, n_passages)), dropped
 
     @staticmethod
     def parse_thought(text: str, n_passages: int) -> Thought:
@@ -375,9 +571,11 @@ class HGOT(RetrievingMethod):
         answer, _ = extract_answer("\n".join(lines))
         return "" if _BARE_MARKER.fullmatch(answer) else answer
 
-    def complete_thoughts(self, prompt: str, thoughts: list[Thought], s: Any) -> list[Thought]:
+    def complete_thoughts(self, prompt: str, thoughts: list[Thought], s: Any) -> tuple[list[Thought], dict[int, str]]:
         """The samples that vote, when some stopped before their ``Answer:`` field (small models
-        often do, or run out of tokens). ``missing_answer``:
+        often do, or run out of tokens), and how each sample without an answer was handled (by
+        its index in ``thoughts``: the rule that gave its answer, or why it has none).
+        ``missing_answer``:
 
         - ``dsp`` (default: DSP's ``generate``, which the authors' code runs,
           ``dsp/primitives/predict.py``): if any sample has an answer, the samples without one
@@ -389,14 +587,17 @@ class HGOT(RetrievingMethod):
         - ``rationale``: no call, all samples vote.
 
         What is still empty falls back to the rationale's ``the answer is`` / first line
-        (``completed_answer``). Each case is noted in the trace."""
+        (``completed_answer``). Each case is noted in the trace. ``prompt`` is the paper's
+        free-text Predict prompt (also for structured samples: their rationale is in its form)."""
         missing = [i for i, t in enumerate(thoughts) if not t.answer]
+        how: dict[int, str] = {}
         if not missing:
-            return thoughts
+            return thoughts, how
         if self.config.missing_answer == "dsp":
             if len(missing) < len(thoughts):
                 s.note(f"{len(missing)} of {len(thoughts)} samples had no answer after 'Answer:': dropped (DSP)")
-                return [t for t in thoughts if t.answer]
+                how.update((i, "no answer: dropped (DSP), another sample has one") for i in missing)
+                return [t for t in thoughts if t.answer], how
             first = thoughts[0]
             tokens = min(max(75, self.config.max_tokens // 2), self.config.max_tokens)
             g = self.llm.generate(prompt + " " + first.rationale + "\nAnswer:", temperature=0.0, max_tokens=tokens,
@@ -404,21 +605,26 @@ class HGOT(RetrievingMethod):
             first.answer = self.completed_answer(g.text)
             s.note(f"no sample had an answer after 'Answer:': the first was continued greedily (DSP), "
                    f"{len(thoughts) - 1} dropped")
+            how.update((i, "no answer: dropped (DSP), only the first sample is continued") for i in missing[1:])
+            how[0] = "missing_answer=dsp: continued greedily after 'Answer:'"
             thoughts, missing = [first], [0]
         elif self.config.missing_answer == "follow-up":
             requests = [GenerationRequest.make(prompt + " " + thoughts[i].rationale + "\nAnswer:",
                                                temperature=0.0, max_tokens=32, stop=_COMPLETION_STOPS) for i in missing]
             for i, g in zip(missing, self.llm.map(requests)):
                 thoughts[i].answer = self.completed_answer(g.text)
+                how[i] = "missing_answer=follow-up: a greedy call after 'Answer:'"
             s.note(f"{len(missing)} of {len(thoughts)} samples had no answer after 'Answer:': "
                    "completed by a follow-up call each")
         rest = [i for i in missing if not thoughts[i].answer]
         for i in rest:
             thoughts[i].answer = self.completed_answer(thoughts[i].rationale)
+            how[i] = ("the rationale's answer sentence or first line" if thoughts[i].answer
+                      else "no answer after 'Answer:', nor in the rationale")
         if rest:
             s.note(f"{len(rest)} samples still without an answer: took the rationale's answer sentence or first line "
                    f"({sum(1 for i in rest if not thoughts[i].answer)} found none)")
-        return thoughts
+        return thoughts, how
 
     # -- PLAN / STOP / REWRITE ---------------------------------------------------------------------
     def plan(self, q: str, context: list[Scored]) -> nx.DiGraph:
@@ -435,14 +641,12 @@ class HGOT(RetrievingMethod):
                     instructions=PLAN_INSTRUCTIONS_NO_CONTEXT, question=q,
                     demos="\n\n---\n\n".join(without_context(d) for d in self.demos("plan", q)))
             s.output(context=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in shown])
-            out = self.llm.generate(prompt, max_tokens=200, stop=["\n\n---", "\nContext:", "\nQuestion:"]).text
-            steps = parse_steps(out, cfg.max_steps)
+            draft = self.draft_plan(prompt)
+            out, steps, described = draft.text, draft.steps, draft.dependencies
             unique = list(dict.fromkeys(x.strip() for x in steps))
             if len(unique) < len(steps):
                 s.note(f"{len(steps) - len(unique)} repeated step(s) dropped")
                 steps = unique
-            m = re.search(r"dependencies\s*:\s*(.*)", out, re.IGNORECASE | re.DOTALL)
-            described = m.group(1).strip() if m else ""
             if cfg.self_reflect and len(steps) > 1:
                 listing = " ".join(f"Step {i}: {x}" for i, x in enumerate(steps, 1))
                 described = self.llm.generate(
@@ -464,6 +668,24 @@ class HGOT(RetrievingMethod):
             s.output(raw=out, steps=steps, dependencies=described, formal=formal, edges=[list(e) for e in edges],
                      levels=[sorted(g) for g in nx.topological_generations(graph)])
             return graph
+
+    def draft_plan(self, prompt: str) -> PlanDraft:
+        """Send the Plan prompt (with or without context) and read the reply as the paper's plan
+        text. Structured: the same prompt with the JSON instruction before its ``Plan:`` cue,
+        ``plan_schema(max_steps)``, the JSON rendered back to ``Step 1: ... Dependencies: ...``
+        (``plan_from_json``); a reply without a usable ``steps`` list is read as free text.
+        Free text: ``parse_steps`` and the ``Dependencies:`` line. Nothing usable: an empty plan."""
+        cfg = self.config
+        stop = ["\n\n---", "\nContext:", "\nQuestion:"]
+        structured = use_schema(self.llm, cfg.structured, who="HGOT plan")
+        if structured:  # JSON_EXTRA_TOKENS: room for the JSON wrapper on top of the free-text plan's 200
+            gen = self.llm.generate(json_prompt(prompt, PLAN_CUE, PLAN_JSON_EXAMPLE), max_tokens=200 + JSON_EXTRA_TOKENS,
+                                    stop=stop, schema=plan_schema(cfg.max_steps))
+        else:
+            gen = self.llm.generate(prompt, max_tokens=200, stop=stop)
+        parsed = read(gen.text, structured, lambda obj: plan_from_json(obj, cfg.max_steps),
+                      lambda text: read_plan_text(text, cfg.max_steps), field="plan", schema_ignored=gen.schema_ignored)
+        return parsed.value or plan_from_text(gen.text, cfg.max_steps)
 
     def stop(self, q: str, graph: nx.DiGraph, d: int) -> bool:
         with step("stop", depth=d, steps=graph.number_of_nodes()) as s:

@@ -4,9 +4,20 @@ The demonstrations below are the paper's own examples from Appendix C (C.1-C.5),
 there (C.4's third context and C.5's fourth are the paper's example *queries*, not
 demonstrations). The bootstrapped demonstrations of Appendix D are ``demos.py`` and
 ``hopqa.bootstrap``.
+
+The structured Plan and Predict (``hopqa.methods.structured``) send these same prompts with
+``json_reply`` inserted on the line before the closing cue (``Plan:``, ``Rationale: Let's think
+step by step.``), so the model writes its JSON where it would write the field; their schemas and
+the functions that turn a JSON reply back into the paper's text form are at the end.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hopqa.methods.structured import json_reply, object_schema
 
 #: The ``Context:`` of Plan (C.1) and Predict (C.5) as the demonstrations show it: passages
 #: numbered for citation, one per line, ``[1] Title | text`` (``hopqa.text.render_passages``
@@ -198,3 +209,84 @@ PREDICT_DEMOS = [
     ),
 ]
 PREDICT_PROMPT = "{instructions}\n\n---\n\n{demos}\n\n---\n\nContext:\n{context}\nQuestion: {question}\nRationale: Let's think step by step."
+
+
+# -- structured Plan and Predict ----------------------------------------------------------------------
+#: Room for the JSON wrapper (keys, quotes, brackets) on top of a step's free-text ``max_tokens``.
+JSON_EXTRA_TOKENS = 64
+#: The cues the Plan and Predict prompts end with; the JSON instruction goes on the line before.
+PLAN_CUE = "Plan:"
+PREDICT_CUE = "Rationale: Let's think step by step."
+
+
+def plan_schema(max_steps: int) -> dict[str, Any]:
+    """C.1 Plan as JSON: at most ``max_steps`` steps, each a standalone search question and the
+    numbers of the (lower) steps it depends on — the paper's ``Plan:`` and ``Dependencies:``
+    fields in one object (``render_plan`` writes it back as that text)."""
+    step = object_schema({"question": {"type": "string"},
+                          "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": max_steps}})
+    return object_schema({"steps": {"type": "array", "items": step, "maxItems": max_steps}})
+
+
+PLAN_JSON_EXAMPLE = {"steps": [{"question": "Step 1 as a standalone search question?", "depends_on": []},
+                               {"question": "Step 2 as a standalone search question?", "depends_on": [1]}]}
+
+#: C.5 Predict as JSON: the rationale's statements, each with the numbers of the passages it cites,
+#: before the answer (written last, as in the paper's format). ``render_rationale`` writes the
+#: statements back as the paper's rationale, markers ``[i]`` before each statement's period.
+PREDICT_MAX_STATEMENTS = 6
+PREDICT_MAX_CITATIONS = 7
+PREDICT_SCHEMA = object_schema({
+    "statements": {"type": "array", "maxItems": PREDICT_MAX_STATEMENTS, "items": object_schema({
+        "text": {"type": "string"},
+        "citations": {"type": "array", "items": {"type": "integer"}, "maxItems": PREDICT_MAX_CITATIONS}})},
+    "answer": {"type": "string"},
+})
+PREDICT_JSON_EXAMPLE = {
+    "statements": [{"text": "A statement of the step-by-step deduction, attributable to the passages it cites",
+                    "citations": [1, 2]}],
+    "answer": "a short factoid answer, often between 1 and 5 words",
+}
+
+
+def json_prompt(prompt: str, cue: str, example: Mapping[str, Any]) -> str:
+    """``prompt`` (ending with ``cue``) with ``json_reply(example)`` on the line before the cue."""
+    if not prompt.endswith(cue):
+        raise ValueError(f"the prompt does not end with {cue!r}")
+    return prompt[: len(prompt) - len(cue)] + json_reply(example) + "\n" + cue
+
+
+def render_plan(questions: Sequence[str], depends_on: Sequence[Sequence[int]]) -> tuple[str, str]:
+    """A JSON plan in the paper's text form: ``(reply, dependencies)``, the reply being
+    ``Step 1: ... Step 2: ...`` and ``Dependencies: Step 2 depends on Step 1.`` (one sentence per
+    step with dependencies, "Step 3 depends on Step 1 and Step 2."; ``None`` when there is none),
+    as C.1's demonstrations write them; ``("", "")`` for an empty plan. Numbers are written as
+    given: ``parse_dependencies`` drops (and notes) those naming a missing or a later step, as it
+    does for free text."""
+    if not questions:
+        return "", ""
+    listing = " ".join(f"Step {i}: {q}" for i, q in enumerate(questions, 1))
+    sentences = [f"Step {i} depends on " + " and ".join(f"Step {d}" for d in deps) + "."
+                 for i, deps in enumerate(depends_on, 1) if deps]
+    dependencies = " ".join(sentences) or "None"
+    return f"{listing}\nDependencies: {dependencies}", dependencies
+
+
+_MARKER = re.compile(r"\[(\d{1,6})\]")
+_ANY_MARKER = re.compile(r"\[\d+\]")
+
+
+def markers(text: str) -> list[int]:
+    """The citation markers ``[i]`` a statement's text carries itself (numbers of at most six
+    digits), in order."""
+    return [int(c) for c in _MARKER.findall(text)]
+
+
+def render_statement(text: str, citations: Sequence[int]) -> str:
+    """One JSON statement in the paper's rationale form: its text without markers, then
+    ``citations`` as ``[i]`` markers before its closing period, ``"... [1][3]."`` (``""`` for an
+    empty text)."""
+    text = " ".join(_ANY_MARKER.sub(" ", text).split()).rstrip(" .")
+    if not text:
+        return ""
+    return text + (" " + "".join(f"[{c}]" for c in citations) if citations else "") + "."

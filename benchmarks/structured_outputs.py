@@ -1,0 +1,150 @@
+"""Structured outputs on the embedded Qwen: each method with ``structured=off`` (the papers'
+free text) and ``structured=auto`` (JSON schemas through llama.cpp grammars), against
+Retrieve-then-Read on the same questions (issue 16).
+
+    .venv/bin/python benchmarks/structured_outputs.py [--datasets musique,hotpotqa] [--limit 10]
+        [--methods retrieve-then-read,self-dc,gensco-stop,hgot,ircot,self-ask] [--modes auto,off]
+        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-issue16] [--report-only]
+
+Every (dataset, mode, method) is one ``hopqa eval`` run in the distractor setting under
+``OUT/<mode>/``, resumable: re-running continues where it stopped, and a finished question is
+never redone (run it in the background, one model process at a time; it takes hours on 2
+cores). Retrieve-then-Read has no structured step and runs once. Self-DC runs with
+``confidence=prob`` (token probabilities: the model is loaded with ``logits_all=1`` for it),
+``self-dc-verb`` is Self-DC with the paper's
+default verbal confidence (for its histogram), HGOT with the cheap settings ``samples=2 max_steps=2 entailment_delta=false``. The LLM
+response cache is off so that seconds per question are real.
+
+Prints, per dataset, one row per method and mode: EM, F1, supporting-paragraph recall, the
+parse rate (structured outputs read as asked) and fallback rate, LLM calls and seconds per
+question, with Retrieve-then-Read's F1 on the same questions; then the Self-DC confidence
+histogram (tenths) per mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from hopqa.evaluation.runner import read_results, summarize
+
+#: Options per method (beyond ``structured``), as ``--set`` values.
+METHOD_OPTIONS: dict[str, list[str]] = {
+    "self-dc": ["confidence=prob"],
+    "self-dc-verb": ["confidence=verb"],
+    "hgot": ["samples=2", "max_steps=2", "entailment_delta=false"],
+}
+#: Labels that run a registered method under another name (their runs go to ``OUT/<mode>-<label>/``).
+VARIANTS = {"self-dc-verb": "self-dc"}
+#: Methods whose LLM must return token log-probabilities.
+NEEDS_LOGPROBS = {"self-dc"}
+#: Methods without a structured step (run once, under ``off``).
+UNSTRUCTURED = {"retrieve-then-read"}
+
+
+def mode_dir(out: Path, mode: str, label: str) -> Path:
+    return out / (f"{mode}-{label}" if label in VARIANTS else mode)
+
+
+def run_dir(out: Path, mode: str, dataset: str, label: str) -> Path:
+    return mode_dir(out, mode, label) / f"{dataset}-dev-distractor" / VARIANTS.get(label, label)
+
+
+def run(args: argparse.Namespace, dataset: str, mode: str, label: str) -> None:
+    method = VARIANTS.get(label, label)
+    needs_logprobs = method in NEEDS_LOGPROBS and "confidence=verb" not in METHOD_OPTIONS.get(label, [])
+    llm = args.llm + ("?logits_all=1" if needs_logprobs else "")
+    sets = [*METHOD_OPTIONS.get(label, []), *([] if method in UNSTRUCTURED else [f"structured={mode}"])]
+    cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", dataset, "--split", "dev", "--setting",
+           "distractor", "--limit", str(args.limit), "--llm", llm, "--method", method, "--out",
+           str(mode_dir(Path(args.out), mode, label)), "--no-progress", "--no-cache"]
+    for item in sets:
+        cmd += ["--set", item]
+    t0 = time.time()
+    print(f"[{time.strftime('%H:%M:%S')}] {dataset} {mode} {method} ...", file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+    print(f"[{time.strftime('%H:%M:%S')}] {dataset} {mode} {method} done in {time.time() - t0:.0f} s",
+          file=sys.stderr, flush=True)
+
+
+def confidences(records: dict[str, dict]) -> list[float]:
+    """Every confidence a Self-DC trace recorded (root and sub-questions)."""
+    out: list[float] = []
+    stack = [r.get("trace") for r in records.values() if r.get("trace")]
+    while stack:
+        step = stack.pop()
+        c = (step.get("outputs") or {}).get("confidence")
+        if isinstance(c, (int, float)):
+            out.append(float(c))
+        stack.extend(step.get("children") or ())
+    return out
+
+
+def report(args: argparse.Namespace, datasets: list[str], modes: list[str], methods: list[str]) -> None:
+    out = Path(args.out)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"LLM {args.llm}; dev, distractor setting, first {args.limit} questions; LLM response cache off")
+    for dataset in datasets:
+        base = run_dir(out, "off", dataset, "retrieve-then-read") / "results.jsonl"
+        rtr = read_results(base) if base.is_file() else {}
+        print(f"\n{dataset}\n")
+        print("| method | structured | n | EM | F1 | sup. recall | parsed | fallback | LLM calls/q | s/q "
+              "| RtR F1 on the same questions |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for method in methods:
+            for mode in (["off"] if method in UNSTRUCTURED else modes):
+                path = run_dir(out, mode, dataset, method) / "results.jsonl"
+                if not path.is_file():
+                    print(f"| {method} | {'–' if method in UNSTRUCTURED else mode} | (not run) |")
+                    continue
+                records = read_results(path)
+                s = summarize(list(records.values()), path.parent)
+                m, c = s.metrics, s.cost
+                same = [rtr[i]["metrics"].get("f1", 0.0) for i in records if i in rtr]
+                rtr_f1 = f"{sum(same) / len(same):.2f} ({len(same)})" if same else "–"
+                parsed = f"{m['parse_rate']:.1%}" if "parse_rate" in m else "–"
+                fallback = f"{m['parse_fallback_rate']:.1%}" if "parse_fallback_rate" in m else "–"
+                print(f"| {method} | {mode if method not in UNSTRUCTURED else '–'} | {s.n} | {m.get('em', 0):.2f} "
+                      f"| {m.get('f1', 0):.2f} | {m.get('support_recall', 0):.2f} | {parsed} | {fallback} "
+                      f"| {c['llm_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} | {rtr_f1} |")
+        for label in ("self-dc", "self-dc-verb"):
+            for mode in modes:
+                path = run_dir(out, mode, dataset, label) / "results.jsonl"
+                if label in methods and path.is_file():
+                    values = confidences(read_results(path))
+                    hist = Counter(min(9, int(v * 10)) for v in values)
+                    cells = " ".join(f"{k / 10:.1f}:{hist[k]}" for k in range(10))
+                    print(f"\n{label} confidences ({mode}, {len(values)} values, bins of 0.1): {cells}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="musique,hotpotqa")
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--methods", default="retrieve-then-read,self-dc,gensco-stop,hgot,ircot,self-ask")
+    ap.add_argument("--modes", default="auto,off")
+    ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
+    ap.add_argument("--out", default="runs/bench-issue16")
+    ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
+    args = ap.parse_args()
+    datasets = [d for d in args.datasets.split(",") if d]
+    modes = [m for m in args.modes.split(",") if m]
+    methods = [m for m in args.methods.split(",") if m]
+    if not args.report_only:
+        for dataset in datasets:
+            for method in methods:
+                for mode in (["off"] if method in UNSTRUCTURED else modes):
+                    run(args, dataset, mode, method)
+    report(args, datasets, modes, methods)
+    print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""Structured outputs for a method's structured steps: a JSON schema where the backend can
+constrain to one, the paper's free-text prompt and a forgiving parser everywhere else.
+
+Every method with structured steps (a plan, a confidence, an action, a sub-question) has the
+option ``structured`` (``STRUCTURED_MODES``):
+
+- ``auto`` (default): constrained JSON where the LLM backend declares ``STRUCTURED`` (the
+  embedded llama.cpp backend, an OpenAI-compatible server unless ``?structured=0``), the
+  free-text protocol elsewhere;
+- ``on``: constrained JSON, an error naming the fix on a backend that cannot;
+- ``off``: the papers' exact free-text protocol (to reproduce their numbers).
+
+A step asks ``use_schema(llm, mode)`` once, sends its schema-constrained prompt or its free-text
+prompt, and reads each completion with ``read``: the JSON (``loads_object``, which tolerates
+a code fence, text around the object and a reply cut by ``max_tokens``) handed to the step's
+``from_json``; when the reply holds no JSON object at all, the step's free-text parser on the
+same text. Every
+reading is recorded on the current trace step (``Step.record_parse``): ``direct`` when the
+format asked for was read as it is, ``fallback`` when a forgiving rule recovered it (a repaired
+JSON cut short, free text under a schema the server ignored, a secondary free-text rule),
+``failed`` when the method took its documented default (also for a JSON object without a
+usable value). The evaluation's parse rate counts them.
+
+Schemas keep to what llama.cpp's grammar converter and OpenAI's strict mode both accept: an
+object with every property ``required``, ``additionalProperties: false``, strings, numbers,
+booleans, enums and arrays with ``maxItems`` (bounded, so a small model cannot loop forever).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from hopqa.llm.base import STRUCTURED, LLMBase
+from hopqa.trace import PARSE_DIRECT, PARSE_FAILED, PARSE_FALLBACK, Step, current_step
+
+T = TypeVar("T")
+
+#: The values of every method's ``structured`` option (module docstring).
+StructuredMode = Literal["auto", "on", "off"]
+STRUCTURED_MODES: tuple[str, ...] = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    """What a parser read: ``value`` (None when ``status`` is ``failed``), ``status``
+    (``direct``, ``fallback`` or ``failed``) and ``how`` (the rule that read it)."""
+
+    value: T | None
+    status: str
+    how: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != PARSE_FAILED
+
+
+def direct(value: T, how: str = "") -> Parsed[T]:
+    return Parsed(value, PARSE_DIRECT, how)
+
+
+def fallback(value: T, how: str) -> Parsed[T]:
+    return Parsed(value, PARSE_FALLBACK, how)
+
+
+def failed(how: str = "nothing usable") -> Parsed[Any]:
+    return Parsed(None, PARSE_FAILED, how)
+
+
+def use_schema(llm: LLMBase, mode: str, who: str = "") -> bool:
+    """Whether a step sends its JSON schema: ``off`` never, ``auto`` when ``llm`` declares
+    ``STRUCTURED``, ``on`` always (``UnsupportedCapability`` naming the fix when it cannot)."""
+    if mode == "off":
+        return False
+    if mode == "on":
+        llm.require(STRUCTURED, who=(who or "structured=on") + " (set structured=auto or off to use free text)")
+        return True
+    return llm.supports(STRUCTURED)
+
+
+def object_schema(properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A strict object schema: these properties, in this order (the order the model writes
+    them in), all required, nothing else."""
+    return {"type": "object", "properties": dict(properties), "required": list(properties),
+            "additionalProperties": False}
+
+
+def string_list(max_items: int, **item: Any) -> dict[str, Any]:
+    """An array of at most ``max_items`` strings (``item``: extra string constraints)."""
+    return {"type": "array", "items": {"type": "string", **item}, "maxItems": max_items}
+
+
+def loads_object(text: str) -> tuple[dict[str, Any] | None, bool]:
+    """``(object, repaired)``: the first JSON object in ``text`` — after a code fence or other
+    text, or cut short (``max_tokens``) and closed here (``repaired=True``); ``(None, False)``
+    when there is none. Linear in the length of ``text``."""
+    start = text.find("{")
+    if start < 0:
+        return None, False
+    decoder = json.JSONDecoder()
+    try:
+        obj, _ = decoder.raw_decode(text, start)
+        return (obj, False) if isinstance(obj, dict) else (None, False)
+    except ValueError:  # JSONDecodeError, or a number too long for int()
+        pass
+    closed = _close_truncated(text[start:])
+    if closed is None:
+        return None, False
+    try:
+        obj = json.loads(closed)
+    except ValueError:
+        return None, False
+    return (obj, True) if isinstance(obj, dict) else (None, False)
+
+
+def _close_truncated(text: str) -> str | None:
+    """``text`` (a JSON object cut short) with its open string, a dangling key or separator
+    and its open brackets closed; None if the brackets do not nest."""
+    stack: list[str] = []
+    in_string = escaped = False
+    last_safe = 0  # end of the last complete value or opening bracket, outside a string
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                last_safe = i + 1
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+            last_safe = i + 1
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return None
+            last_safe = i + 1
+            if not stack:
+                return text[: i + 1]
+        elif not ch.isspace() and ch not in ",:":
+            last_safe = i + 1
+    if in_string:  # close the string (without a dangling escape)
+        body = (text[:-1] if escaped else text) + '"'
+    else:
+        body = text[:last_safe]
+    body = body.rstrip()
+    while body and body[-1] in ",:":
+        body = body[:-1].rstrip()
+    if body.endswith('"') and stack and stack[-1] == "}":  # a key without its value: drop it
+        key_start = body.rfind('"', 0, len(body) - 1)
+        before = body[:key_start].rstrip()
+        if before.endswith(("{", ",")):
+            body = before.rstrip(",").rstrip()
+    return body + "".join(reversed(stack))
+
+
+def read(
+    text: str,
+    structured: bool,
+    from_json: Callable[[dict[str, Any]], T | None],
+    parse_text: Callable[[str], Parsed[T]],
+    *,
+    field: str,
+    step: Step | None = None,
+    schema_ignored: bool = False,
+) -> Parsed[T]:
+    """Read one completion and record how it parsed on ``step`` (default: the current step).
+
+    ``structured``: the completion answers a schema-constrained request; ``from_json`` turns
+    its object into the value (None: unusable). A JSON object ``from_json`` cannot use is
+    ``failed`` (the model kept to the format; there is nothing else to search: its text is no
+    free text). A repaired object (cut short, closed) or a value read by ``parse_text`` from a
+    reply with no JSON object at all (a server that ignored the schema) is a ``fallback``.
+    Without a schema ``parse_text`` decides the status itself."""
+    if structured:
+        obj, repaired = loads_object(text)
+        value = from_json(obj) if obj is not None else None
+        if value is not None:
+            if schema_ignored:
+                parsed: Parsed[T] = fallback(value, "JSON in a reply the server did not constrain")
+            elif repaired:
+                parsed = fallback(value, "JSON cut short, closed")
+            else:
+                parsed = direct(value, "json")
+        elif obj is not None:
+            parsed = failed("JSON cut short without a usable value" if repaired else "JSON without a usable value")
+        else:
+            free = parse_text(text)
+            why = "schema ignored by the server" if schema_ignored else "no JSON object"
+            parsed = fallback(free.value, f"{why}; free text: {free.how}") if free.ok else failed(
+                f"{why}; free text: {free.how}")
+    else:
+        parsed = parse_text(text)
+    target = step if step is not None else current_step()
+    if target is not None:
+        target.record_parse(field, parsed.status, parsed.how, structured=structured)
+    return parsed
+
+
+def json_reply(example: Mapping[str, Any]) -> str:
+    """The instruction that closes a schema-constrained prompt: the reply's shape, shown by an
+    example object (field meanings are in the method's prompt)."""
+    return "Reply with one JSON object of this form: " + json.dumps(dict(example), ensure_ascii=False)
