@@ -39,13 +39,17 @@ from hopqa.methods.parsing import (
     first_line_after,
     first_sentence,
 )
+from hopqa.llm import STRUCTURED
+from hopqa.methods import gensco, hgot, ircot, react, self_ask, self_dc
 from hopqa.methods.react import parse_action, sentences
 from hopqa.methods.self_ask import _FINAL, parse_follow_up
 from hopqa.methods.self_dc import parse_subquestions, parse_verbal_confidence
+from hopqa.methods.structured import Parsed, loads_object
 from hopqa.retrieval.pool import CandidatePool
 from hopqa.types import Answer, Passage
 from tests.test_self_dc import LogprobLLM
 
+BOUNDED_JSON = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: Seconds a parser may take on a 200,000-character input (linear ones take milliseconds; a
 #: quadratic one takes minutes: the bound is generous so that a loaded machine cannot flake it).
 TIME_BOUND = 2.0
@@ -125,7 +129,52 @@ PARSERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool]]] = {
     "gensco.is_fin": (is_fin, lambda x: isinstance(x, bool)),
     "react.parse_action": (parse_action, _is_action),
     "react.sentences": (sentences, _is_str_list),
+    # the free-text readers of the structured steps, and the JSON reader
+    "structured.loads_object": (loads_object, lambda x: (x[0] is None or isinstance(x[0], dict))
+                                and isinstance(x[1], bool)),
+    "self_ask.parse_turn": (self_ask.parse_turn, lambda x: isinstance(x, Parsed)),
+    "self_ask.parse_final": (self_ask.parse_final, lambda x: isinstance(x, Parsed)),
+    "react.parse_turn": (react.parse_turn, lambda x: isinstance(x, Parsed)),
+    "react.parse_finish": (react.parse_finish, lambda x: isinstance(x, Parsed)),
+    "ircot.parse_sentence": (ircot.parse_sentence, lambda x: isinstance(x, Parsed)),
+    "self_dc.read_verbal_confidence": (self_dc.read_verbal_confidence, lambda x: isinstance(x, Parsed)),
+    "self_dc.read_subquestions": (self_dc.read_subquestions, lambda x: isinstance(x, Parsed)),
+    "gensco.read_subquestion": (gensco.method.read_subquestion, lambda x: isinstance(x, Parsed)),
+    "hgot.read_plan_text": (lambda t: hgot.method.read_plan_text(t, 5), lambda x: isinstance(x, Parsed)),
 }
+
+#: Every ``*_from_json`` of a structured step: each must take any JSON object (wrong types,
+#: missing keys, huge numbers) without raising.
+FROM_JSON: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "self_ask.turn_from_json": self_ask.turn_from_json,
+    "self_ask.final_from_json": self_ask.final_from_json,
+    "react.turn_from_json": react.turn_from_json,
+    "react.finish_from_json": react.finish_from_json,
+    "ircot.sentence_from_json": ircot.sentence_from_json,
+    "self_dc.confidence_from_json": self_dc.confidence_from_json,
+    "self_dc.subquestions_from_json": self_dc.subquestions_from_json,
+    "gensco.subquestion_from_json": gensco.method.subquestion_from_json,
+    "hgot.plan_from_json": lambda obj: hgot.method.plan_from_json(obj, 5),
+    "hgot.thought_from_json": lambda obj: hgot.HGOT.thought_from_json(obj, 7),
+}
+#: Keys the structured steps read, so the generated objects hit them.
+JSON_KEYS = ["steps", "question", "depends_on", "statements", "text", "citations", "answer", "subquestion",
+             "subquestions", "confidence", "follow_up_needed", "follow_up", "final_answer", "thought", "action",
+             "argument", "sentence"]
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**30, max_value=10**30), st.floats(allow_nan=True),
+              st.text(max_size=40), st.sampled_from(["Search", "Finish", "Lookup", "<FIN></FIN>", "", " ", "[1]"])),
+    lambda children: st.one_of(st.lists(children, max_size=4),
+                               st.dictionaries(st.sampled_from(JSON_KEYS), children, max_size=4)),
+    max_leaves=12)
+json_objects = st.dictionaries(st.sampled_from(JSON_KEYS), json_values, max_size=6)
+
+
+@pytest.mark.parametrize("name", sorted(FROM_JSON))
+@BOUNDED_JSON
+@given(obj=json_objects)
+def test_from_json_never_raises(name, obj):
+    FROM_JSON[name](obj)
 
 
 # -- 1 and 2: never raises, returns its type ----------------------------------------------------------------
@@ -283,12 +332,13 @@ OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def _build(name: str, reply: str, **extra: Any):
+def _build(name: str, reply: str, structured_llm: bool = False, **extra: Any):
     from hopqa.embed import LexicalEmbedder
     from hopqa.nli import ScriptedJudge
 
     llm = LogprobLLM(replies=lambda request: reply, logprobs=lambda request, text: [-0.5] * max(1, len(text.split())),
-                     scorer=lambda ctx, cont: [-1.0] * max(1, len(cont.split())))
+                     scorer=lambda ctx, cont: [-1.0] * max(1, len(cont.split())),
+                     capabilities={STRUCTURED} if structured_llm else None)
     components: dict[str, Any] = {}
     if name == "hgot":
         components = {"judge": ScriptedJudge(lambda p, h: h[:20] in p), "embedder": LexicalEmbedder()}
@@ -312,6 +362,27 @@ def test_self_dc_prob_survives_adversarial_replies(reply):
     ans = _build("self-dc", ADVERSARIAL_REPLIES[reply], confidence="prob").answer(Q)
     assert ans.error is None, ans.error
     assert ans.trace.root.find("confidence")[0].outputs["confidence"] > 0
+
+
+#: Replies to schema-constrained calls a broken server or a cut reply could give.
+ADVERSARIAL_JSON = {
+    "wrong types": '{"steps": "x", "statements": 5, "answer": [1], "subquestion": null, "subquestions": [1, {}], '
+                   '"confidence": "high", "follow_up_needed": "yes", "action": 7, "sentence": false}',
+    "huge numbers": '{"steps": [{"question": "Who?", "depends_on": [' + "9" * 300 + ']}], "statements": [{"text": '
+                    '"x", "citations": [' + "9" * 300 + ', -1, 0]}], "answer": "a", "confidence": ' + "9" * 300 + "}",
+    "cut short": '{"steps": [{"question": "Who is',
+    "empty object": "{}",
+    "not an object": "[1, 2, 3]",
+}
+
+
+@pytest.mark.parametrize("reply", sorted(ADVERSARIAL_JSON))
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_survives_adversarial_json(name, reply):
+    method = _build(name, ADVERSARIAL_JSON[reply], structured_llm=True)
+    ans = method.answer(Q)
+    assert isinstance(ans, Answer) and ans.error is None, ans.error
+    assert isinstance(ans.answer, str)
 
 
 def test_the_table_covers_every_registered_method():

@@ -80,9 +80,9 @@ JSON_TOKENS = 32
 _ACTION = re.compile(r"(search|lookup|finish)\s*\[", re.IGNORECASE)
 _THOUGHT_LABEL = re.compile(r"thought\s*(?:\d+\s*)?:\s*", re.IGNORECASE)
 #: The "Action N:" label right before an action (searched in the few characters before it).
-_ACTION_LABEL = re.compile(r"action\s*\d*\s*:\s*$", re.IGNORECASE)
+_ACTION_LABEL = re.compile(r"action\s*(?:\d+\s*)?:\s*$", re.IGNORECASE)
 #: A forced finish that restarts the pattern: "Thought N:" or "Action N: Finish[" leaked into it.
-_LEAKED = re.compile(r"\s*(?:thought|action)\s*\d*\s*:\s*(?:finish\s*\[)?", re.IGNORECASE)
+_LEAKED = re.compile(r"\s*(?:thought|action)\s*(?:\d+\s*)?:\s*(?:finish\s*\[)?", re.IGNORECASE)  # no overlapping \s* (linear)
 _SENT = re.compile(r"(?<=[a-z0-9)\]\"'][.!?])\s+")
 
 
