@@ -25,19 +25,11 @@ from hopqa.methods.gensco.prompts import (
     DECOMPOSE_SHOTS,
     SUBQUESTION_SCHEMA,
 )
-from hopqa.retrieval.pool import CandidatePool
 from hopqa.text import render_passage
-from hopqa.types import Answer, Passage
+from hopqa.types import Answer
 
-PASSAGES = [
-    Passage("d", "Paris", "Paris is the capital of France."),
-    Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County."),
-    Passage("b", "Mountrail County", "Stanley is the county seat of Mountrail County."),
-]
-POOL = CandidatePool(PASSAGES)
-Q = "What is the seat of the county where Van Hook Township is located?"
-Q1 = "Which county is Van Hook Township in?"
-Q2 = "What is the county seat of Mountrail County?"
+from tests.test_gensco import PASSAGES, POOL, Q, Q1, Q2  # the same toy pool and questions
+
 CAPS = {GENERATE, STRUCTURED}
 HEAD = f"{DECOMPOSE_INSTRUCTION}\n\n{DECOMPOSE_SHOTS}\n\nQuestion: {Q}\n"
 HISTORY_1 = f"Subquestion 1: {Q1}\nSubcontext 1: {render_passage(PASSAGES[1])}\n"

@@ -232,7 +232,7 @@ def test_decomposition_json_request_direct_record_and_free_text_transcript():
     (request,) = [r for r in requests_of(llm, "Please read the question, divide") if question_of(r) == Q]
     assert request.schema_dict() == decomposition_schema(3) == {
         "type": "object",
-        "properties": {"subquestions": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+        "properties": {"subquestions": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 3}},
         "required": ["subquestions"], "additionalProperties": False}
     assert request.prompt == DECOMPOSE_PROMPT.format(question=Q).removesuffix("\nAnswer:") + "\n" + \
         'Reply with one JSON object of this form: {"subquestions": ["[sub-question 1]", "[sub-question 2]"]}'
@@ -328,3 +328,11 @@ def test_readers_directly():
     assert subquestions_from_json({"subquestions": ["1.5 million people live where?"]}) == ["1.5 million people live where?"]
     assert subquestions_from_json({"subquestions": "Who?"}) is None
     assert read_subquestions("#1: A?, #2: B?").value == ["A?", "B?"]
+
+
+def test_decomposition_schema_asks_for_two_parts_at_least():
+    from hopqa.methods.self_dc import decomposition_schema
+
+    assert decomposition_schema(5)["properties"]["subquestions"]["minItems"] == 2
+    assert decomposition_schema(1)["properties"]["subquestions"] == {"type": "array", "items": {"type": "string"},
+                                                                     "minItems": 1, "maxItems": 1}

@@ -139,8 +139,11 @@ DECOMPOSE_JSON_PROMPT = DECOMPOSE_PROMPT.removesuffix("\nAnswer:") + "\n{reply}"
 
 
 def decomposition_schema(max_subquestions: int) -> dict[str, Any]:
-    """The decomposition as JSON: ``{"subquestions": [at most max_subquestions strings]}``."""
-    return object_schema({"subquestions": string_list(max_subquestions)})
+    """The decomposition as JSON: ``{"subquestions": [2 to max_subquestions strings]}``. At
+    least two: a decomposition has parts, and one sub-question is no decomposition (it falls
+    back to retrieve-then-read); unconstrained, Qwen2.5-1.5B returned one item — often the
+    question itself — for most questions."""
+    return object_schema({"subquestions": string_list(max_subquestions, min_items=min(2, max_subquestions))})
 
 
 @dataclass

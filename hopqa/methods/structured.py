@@ -23,7 +23,7 @@ usable value). The evaluation's parse rate counts them.
 
 Schemas keep to what llama.cpp's grammar converter and OpenAI's strict mode both accept: an
 object with every property ``required``, ``additionalProperties: false``, strings, numbers,
-booleans, enums and arrays with ``maxItems`` (bounded, so a small model cannot loop forever).
+booleans, enums and arrays with ``maxItems`` (and ``minItems``) (bounded, so a small model cannot loop forever).
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ def object_schema(properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
             "additionalProperties": False}
 
 
-def string_list(max_items: int, **item: Any) -> dict[str, Any]:
-    """An array of at most ``max_items`` strings (``item``: extra string constraints)."""
-    return {"type": "array", "items": {"type": "string", **item}, "maxItems": max_items}
+def string_list(max_items: int, min_items: int = 0, **item: Any) -> dict[str, Any]:
+    """An array of ``min_items`` to ``max_items`` strings (``item``: extra string constraints)."""
+    return {"type": "array", "items": {"type": "string", **item}, **({"minItems": min_items} if min_items else {}),
+            "maxItems": max_items}
 
 
 def loads_object(text: str) -> tuple[dict[str, Any] | None, bool]:
