@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from hopqa.build import build_method
-from hopqa.methods.base import METHODS, get_method_class
+from hopqa.methods.base import METHODS, get_method_class, known_options
 from hopqa.trace import Step
 from hopqa.types import Answer
 
@@ -230,6 +230,34 @@ def test_method_end_to_end_over_the_demo_index(name, smollm2, demo_index, demo_i
     if name != "genread":  # GenRead reads its own generated documents
         assert used <= demo_ids  # every passage shown comes from the demo index
     CHECKS[name](ans, method.config)
+    if name in STRUCTURED_METHODS:  # structured=auto: the embedded model takes JSON schemas
+        _check_structured(ans, structured=True)
+
+
+#: The methods with structured steps (the ``structured`` option; GenSco without decomposition
+#: has the option but never generates a sub-question).
+STRUCTURED_METHODS = sorted(n for n in OPTIONS if "structured" in known_options(n) and n != "gensco-no-qd")
+
+
+def _check_structured(ans: Answer, structured: bool) -> None:
+    """Every structured output was recorded as read with (or without) a schema, and the calls
+    carried schemas exactly when structured."""
+    records = [e for s in ans.trace.root.walk() for e in s.events if e["message"] == "parse"]
+    assert records and all(e["structured"] is structured for e in records), records
+    assert all(e["status"] in ("direct", "fallback", "failed") for e in records)
+    with_schema = [c for c in ans.trace.llm_calls() if "schema" in c.get("params", {})]
+    assert bool(with_schema) is structured
+
+
+@pytest.mark.parametrize("name", STRUCTURED_METHODS)
+def test_free_text_path_end_to_end_over_the_demo_index(name, smollm2, demo_index):
+    """structured=off: the papers' free-text protocol on the real model (the default, auto,
+    takes the JSON path on the embedded backend: the test above)."""
+    method = build_method(name, smollm2, demo_index, structured="off", **OPTIONS[name])
+    ans = method.answer(QUESTION)
+    assert ans.error is None, ans.error
+    CHECKS[name](ans, method.config)
+    _check_structured(ans, structured=False)
 
 
 def test_self_dc_prob_over_the_demo_index(demo_index, demo_ids):
