@@ -36,6 +36,8 @@ HISTORY_1 = f"Subquestion 1: {Q1}\nSubcontext 1: {render_passage(PASSAGES[1])}\n
 
 
 def json_cue(level: int) -> str:
+    if level == 1:  # the decomposition has not started: no end signal offered
+        return 'Write Subquestion 1. Reply with one JSON object of this form: {"subquestion": "[the first subquestion]"}'
     return (f'Write Subquestion {level}, or "<FIN></FIN>" if no more subquestion could be drawn. '
             'Reply with one JSON object of this form: {"subquestion": "[the next subquestion, or <FIN></FIN>]"}')
 

@@ -96,6 +96,8 @@ from hopqa.methods.gensco.prompts import (
     DECOMPOSE_JSON_PROMPT,
     DECOMPOSE_PROMPT,
     DECOMPOSE_SHOTS,
+    END_CLAUSE,
+    FIRST_SUBQUESTION_REPLY,
     SCORE_PROMPT,
     STOP_PROMPT,
     SUBQUESTION_REPLY,
@@ -303,7 +305,10 @@ class GenSco(FewShotMethod):
         structured = use_schema(self.llm, cfg.structured, who="GenSco decomposition")
         if structured:
             # 16 tokens more than the free-text call: room for the JSON around the sub-question
-            gen = self.llm.generate(DECOMPOSE_JSON_PROMPT.format(**fields, reply=SUBQUESTION_REPLY),
+            first = not subquestions
+            prompt = DECOMPOSE_JSON_PROMPT.format(**fields, end="" if first else END_CLAUSE,
+                                                  reply=FIRST_SUBQUESTION_REPLY if first else SUBQUESTION_REPLY)
+            gen = self.llm.generate(prompt,
                                     max_tokens=cfg.max_tokens + 16, schema=SUBQUESTION_SCHEMA, **sampling)
         else:
             gen = self.llm.generate(DECOMPOSE_PROMPT.format(**fields), max_tokens=cfg.max_tokens,

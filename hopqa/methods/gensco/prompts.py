@@ -47,9 +47,15 @@ DECOMPOSE_PROMPT = "{instruction}\n\n{shots}\n\nQuestion: {question}\n{history}S
 #: The next sub-question as JSON; the paper's end signal stays the value "<FIN></FIN>".
 SUBQUESTION_SCHEMA = object_schema({"subquestion": {"type": "string"}})
 SUBQUESTION_REPLY = json_reply({"subquestion": "[the next subquestion, or <FIN></FIN>]"})
-#: Table 7 asking for ``SUBQUESTION_SCHEMA`` (``reply``: ``SUBQUESTION_REPLY``) in place of the cue.
+#: Level 1: the decomposition has not started, so the instruction offers no end signal (asked
+#: "or <FIN></FIN>" at level 1, Qwen2.5-1.5B ended half of its MuSiQue walks before the first
+#: sub-question and answered with no passage); a ``<FIN></FIN>`` written anyway still ends it.
+FIRST_SUBQUESTION_REPLY = json_reply({"subquestion": "[the first subquestion]"})
+#: Table 7 asking for ``SUBQUESTION_SCHEMA`` (``reply``: ``SUBQUESTION_REPLY``) in place of the
+#: cue; ``end``: the end-signal clause (``END_CLAUSE``, none at level 1).
+END_CLAUSE = ', or "<FIN></FIN>" if no more subquestion could be drawn'
 DECOMPOSE_JSON_PROMPT = ("{instruction}\n\n{shots}\n\nQuestion: {question}\n{history}"
-                         "Write Subquestion {level}, or \"<FIN></FIN>\" if no more subquestion could be drawn. {reply}")
+                         "Write Subquestion {level}{end}. {reply}")
 
 #: Table 8: the stopping criterion (scorer; the continuation is the multi-hop question).
 STOP_PROMPT = (
