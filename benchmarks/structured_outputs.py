@@ -75,16 +75,31 @@ def run(args: argparse.Namespace, dataset: str, mode: str, label: str) -> None:
 
 
 def confidences(records: dict[str, dict]) -> list[float]:
-    """Every confidence a Self-DC trace recorded (root and sub-questions)."""
+    """Every confidence a Self-DC trace recorded (its ``confidence`` steps: the root question
+    and each sub-question)."""
     out: list[float] = []
     stack = [r.get("trace") for r in records.values() if r.get("trace")]
     while stack:
         step = stack.pop()
         c = (step.get("outputs") or {}).get("confidence")
-        if isinstance(c, (int, float)):
+        if step.get("kind") == "confidence" and isinstance(c, (int, float)):
             out.append(float(c))
         stack.extend(step.get("children") or ())
     return out
+
+
+def cited_samples(records: dict[str, dict]) -> tuple[int, int]:
+    """(HGOT Predict samples citing at least one passage, all samples) over the traces."""
+    cited = total = 0
+    stack = [r.get("trace") for r in records.values() if r.get("trace")]
+    while stack:
+        step = stack.pop()
+        for sample in (step.get("outputs") or {}).get("samples") or ():
+            if isinstance(sample, dict) and "statements" in sample:
+                total += 1
+                cited += any(st.get("citations") for st in sample["statements"] or ())
+        stack.extend(step.get("children") or ())
+    return cited, total
 
 
 def report(args: argparse.Namespace, datasets: list[str], modes: list[str], methods: list[str]) -> None:
@@ -114,6 +129,11 @@ def report(args: argparse.Namespace, datasets: list[str], modes: list[str], meth
                 print(f"| {method} | {mode if method not in UNSTRUCTURED else '–'} | {s.n} | {m.get('em', 0):.2f} "
                       f"| {m.get('f1', 0):.2f} | {m.get('support_recall', 0):.2f} | {parsed} | {fallback} "
                       f"| {c['llm_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} | {rtr_f1} |")
+        for mode in modes:
+            path = run_dir(out, mode, dataset, "hgot") / "results.jsonl"
+            if "hgot" in methods and path.is_file():
+                cited, total = cited_samples(read_results(path))
+                print(f"\nhgot ({mode}): {cited} of {total} Predict samples cite a passage")
         for label in ("self-dc", "self-dc-verb"):
             for mode in modes:
                 path = run_dir(out, mode, dataset, label) / "results.jsonl"
