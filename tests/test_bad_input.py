@@ -86,7 +86,7 @@ CASES = [
     Case("ask-empty-corpus", ["ask", Q, "--corpus", "{tmp}/empty.jsonl"],
          ["{tmp}/empty.jsonl: cannot build a BM25 index over an empty corpus"]),
     Case("ask-missing-index", ["ask", Q, "--index", "{tmp}/no-index"], ["no index directory at {tmp}/no-index"]),
-    Case("ask-index-dir-without-index", ["ask", Q, "--index", "{tmp}"], ["no BM25 index in {tmp}"]),
+    Case("ask-index-dir-without-index", ["ask", Q, "--index", "{tmp}"], ["no index in {tmp}"]),
     *[Case(f"ask-damaged-index-{name}", ["ask", Q, "--index", f"{{tmp}}/damaged/{name}"],
            [f"index at {{tmp}}/damaged/{name} is damaged ({name}",
             "rebuild it with: hopqa index " + ("CORPUS" if name == "meta.json" else "{tmp}/corpus.jsonl")

@@ -5,8 +5,9 @@ Index directory layout:
 - bm25s's files: the sparse score matrix (``*.csc.index.npy``), ``vocab.index.json``,
   ``params.index.json``;
 - ``passages.jsonl``: one passage per line in index-row order, plus ``passages.offsets.npy``
-  (the byte offset of every line), so a hit's row is looked up without reading the file;
-- ``meta.json`` (written last and atomically: its presence marks a complete index): format,
+  (the byte offset of every line), so a hit's row is looked up without reading the file
+  (``hopqa.retrieval.store``, shared by every index kind);
+- ``meta.json`` (written last and atomically: its presence marks a complete index): kind, format,
   hopqa and bm25s versions, k1, b, stemmer, stopwords, number of docs, the backend, the size
   and sha256 of every other file (``files``), and for indexes built from a file the corpus
   path, its fingerprint and stat, skipped and duplicate lines.
@@ -48,9 +49,6 @@ of bm25s's English list (tests/test_pool.py checks it is the same).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import mmap
 import os
 import re
 import shutil
@@ -63,10 +61,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hopqa.config import VERSION, write_atomic
+from hopqa.config import VERSION
 from hopqa.console import progress_bar
-from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, file_stat, read_corpus
+from hopqa.corpus import corpus_fingerprint, file_stat
 from hopqa.retrieval.base import RetrieverBase
+from hopqa.retrieval.store import (
+    CHECKSUM_MAX_BYTES,
+    PASSAGE_FILES,
+    IndexDamagedError,
+    RetrievalIndexError,
+    file_records,
+    load_passages,
+    meta_corpus,
+    read_corpus_file,
+    read_meta,
+    rebuild_command,
+    verify_files,
+    write_meta,
+    write_passages,
+)
 from hopqa.types import Passage
 
 if TYPE_CHECKING:
@@ -74,10 +87,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 NUMBA_MIN_DOCS = 200_000
-#: Files up to this size have their sha256 verified on every load; larger ones their size only.
-CHECKSUM_MAX_BYTES = 64 * 2**20
-#: The files of an index directory besides ``meta.json`` (bm25s names its own ``*.index.*``).
-PASSAGE_FILES = ("passages.jsonl", "passages.offsets.npy")
+#: bm25s's own files in an index directory (besides ``store.PASSAGE_FILES`` and ``meta.json``).
 BM25S_PATTERNS = ("*.index.npy", "*.index.json")
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _split = re.compile(TOKEN_PATTERN).findall
@@ -90,26 +100,14 @@ _local = threading.local()
 _parallel_lock = threading.Lock()
 
 
-class BM25IndexError(ValueError):
-    """An index directory that cannot be used as it is; the message says how to rebuild it."""
+#: An index directory that cannot be used as it is (the name BM25 indexes had first).
+BM25IndexError = RetrievalIndexError
+__all__ = ["CHECKSUM_MAX_BYTES", "BM25IndexError", "BM25Retriever", "IndexDamagedError", "NothingToIndexError",
+           "build_index", "load_or_build", "read_meta", "tokenize", "verify_files"]
 
 
 class NothingToIndexError(ValueError):
     """The passages given to ``build`` have no indexable word (none at all, or only stopwords)."""
-
-
-class IndexDamagedError(BM25IndexError):
-    """A file of an index is missing, truncated, changed or unreadable."""
-
-    def __init__(self, directory: Path, detail: str, corpus: str | None = None) -> None:
-        self.directory, self.detail = directory, detail
-        super().__init__(f"index at {directory} is damaged ({detail}): rebuild it with: "
-                         f"{rebuild_command(directory, corpus)}")
-
-
-def rebuild_command(directory: Path, corpus: str | None = None) -> str:
-    """The ``hopqa index`` command that rebuilds the index in ``directory``."""
-    return f"hopqa index {corpus or 'CORPUS'} --out {directory}"
 
 
 def _stemmer() -> Any:
@@ -144,28 +142,6 @@ def choose_backend(backend: str, n_docs: int) -> str:
     if backend not in ("numba", "numpy"):
         raise ValueError(f"unknown BM25 backend {backend!r}; use auto, numba or numpy")
     return backend
-
-
-class _LinePassages(Sequence[Passage]):
-    """Passages of a ``passages.jsonl`` read by row through a memory map (thread-safe reads)."""
-
-    def __init__(self, path: Path, offsets: np.ndarray) -> None:
-        with open(path, "rb") as f:
-            self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self._offsets = offsets  # n + 1 entries: line starts plus the file size
-
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
-    def __getitem__(self, row: Any) -> Any:
-        if isinstance(row, slice):
-            return [self[i] for i in range(*row.indices(len(self)))]
-        if row < 0:
-            row += len(self)
-        if not 0 <= row < len(self):
-            raise IndexError(row)
-        line = self._mm[int(self._offsets[row]) : int(self._offsets[row + 1])]
-        return Passage.from_dict(json.loads(line))
 
 
 class BM25Retriever(RetrieverBase):
@@ -216,7 +192,7 @@ class BM25Retriever(RetrieverBase):
         model.index((ids, vocab), create_empty_token=False, show_progress=progress)
         meta = {"format": FORMAT, "hopqa_version": VERSION, "bm25s_version": bm25s.__version__,
                 "k1": k1, "b": b, "method": model.method, "stemmer": "english", "stopwords": "en",
-                "token_pattern": TOKEN_PATTERN, "num_docs": len(plist), "backend": chosen}
+                "token_pattern": TOKEN_PATTERN, "num_docs": len(plist), "backend": chosen, "kind": "bm25"}
         return cls(model, plist, meta)
 
     def save(self, directory: str | Path) -> None:
@@ -228,21 +204,15 @@ class BM25Retriever(RetrieverBase):
         back last."""
         d = Path(directory)
         if self._source is not None and d.resolve() == self._source:
-            _write_meta(d, self.meta)  # its files are in use (memory-mapped); they are unchanged
+            write_meta(d, self.meta)  # its files are in use (memory-mapped); they are unchanged
             return
         d.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=d, prefix=".saving-"))
         try:
             self._model.save(str(staging), show_progress=False)
-            offsets = [0]
-            with open(staging / "passages.jsonl", "wb") as f:
-                for p in self._passages:
-                    line = json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n"
-                    offsets.append(offsets[-1] + f.write(line.encode("utf-8")))
-            np.save(staging / "passages.offsets.npy", np.asarray(offsets, dtype=np.int64))
+            write_passages(staging, self._passages)
             names = sorted([*PASSAGE_FILES, *(p.name for p in _bm25s_files(staging))])
-            files = {name: {"bytes": (staging / name).stat().st_size, "sha256": _sha256(staging / name)}
-                     for name in names}
+            files = file_records(staging, names)
             (d / "meta.json").unlink(missing_ok=True)  # incomplete until meta.json is back
             for stale in _bm25s_files(d):  # an older index's files that this one does not have
                 if stale.name not in files:
@@ -252,7 +222,7 @@ class BM25Retriever(RetrieverBase):
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.meta["files"] = files
-        _write_meta(d, self.meta)
+        write_meta(d, self.meta)
 
     @classmethod
     def load(cls, directory: str | Path, mmap: bool = True, backend: str = "auto") -> BM25Retriever:
@@ -263,7 +233,7 @@ class BM25Retriever(RetrieverBase):
         another format (the messages say how to rebuild it)."""
         d = Path(directory)
         meta = read_meta(d)
-        corpus = meta.get("corpus") if isinstance(meta.get("corpus"), str) else None
+        corpus = meta_corpus(meta)
         if meta.get("format") != FORMAT:
             raise BM25IndexError(f"the BM25 index in {d} has format {meta.get('format')}, this hopqa reads "
                                  f"{FORMAT}: rebuild it with: {rebuild_command(d, corpus)}")
@@ -274,15 +244,8 @@ class BM25Retriever(RetrieverBase):
             num_docs = int(meta["num_docs"])
             chosen = choose_backend(backend, num_docs)
             model = bm25s.BM25.load(str(d), mmap=mmap, show_progress=False, backend=chosen)
-            offsets = np.load(d / "passages.offsets.npy", mmap_mode="r" if mmap else None)
-            passages: Sequence[Passage]
-            if mmap:
-                passages = _LinePassages(d / "passages.jsonl", offsets)
-            else:
-                with open(d / "passages.jsonl", encoding="utf-8") as f:
-                    passages = [Passage.from_dict(json.loads(line)) for line in f if line.strip()]
-            consistent = (len(passages) == num_docs == model.scores["num_docs"]
-                          and int(offsets[-1]) == (d / "passages.jsonl").stat().st_size)
+            passages = load_passages(d, use_mmap=mmap)
+            consistent = len(passages) == num_docs == model.scores["num_docs"]
         except (ValueError, KeyError, TypeError, EOFError) as exc:  # JSONDecodeError, UnicodeDecodeError too
             raise IndexDamagedError(d, f"unreadable: {type(exc).__name__}: {exc}", corpus) from exc
         if not consistent:
@@ -327,75 +290,17 @@ class BM25Retriever(RetrieverBase):
         return Passage(id=p.id, title=p.title, text=p.text, score=score)
 
 
-def _write_meta(d: Path, meta: dict[str, Any]) -> None:
-    """Write ``meta.json`` atomically (it marks the index complete)."""
-    write_atomic(d / "meta.json", json.dumps(meta, indent=1))
-
-
 def _bm25s_files(d: Path) -> list[Path]:
     """The files bm25s keeps in an index directory."""
     return sorted(p for pattern in BM25S_PATTERNS for p in d.glob(pattern) if p.is_file())
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def read_meta(d: Path) -> dict[str, Any]:
-    """``meta.json`` of the index in ``d``: ``FileNotFoundError`` if there is none,
-    ``IndexDamagedError`` if it is not a readable JSON object."""
-    path = d / "meta.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no BM25 index in {d} (build one with: {rebuild_command(d)})")
-    raw = path.read_bytes()
-    try:
-        meta = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IndexDamagedError(d, "meta.json: empty" if not raw.strip() else "meta.json: not valid JSON") from exc
-    if not isinstance(meta, dict):
-        raise IndexDamagedError(d, "meta.json: not a JSON object")
-    return meta
-
-
-def verify_files(d: Path, meta: dict[str, Any], checksums: bool = True) -> None:
-    """Check each file ``meta["files"]`` records: present, of its size and (``checksums``, files
-    up to ``CHECKSUM_MAX_BYTES``) of its sha256; ``IndexDamagedError`` names the first that is
-    not. Nothing to check for an index written before files were recorded."""
-    files = meta.get("files")
-    if files is None:
-        return
-    corpus = meta.get("corpus") if isinstance(meta.get("corpus"), str) else None
-    if not isinstance(files, dict):
-        raise IndexDamagedError(d, "meta.json: 'files' is not an object", corpus)
-    for name, want in sorted(files.items()):
-        path = d / name
-        try:
-            size = path.stat().st_size
-            expected, digest = int(want["bytes"]), str(want["sha256"])
-        except FileNotFoundError:
-            raise IndexDamagedError(d, f"{name}: missing", corpus) from None
-        except (KeyError, TypeError, ValueError):
-            raise IndexDamagedError(d, f"meta.json: bad record of {name}", corpus) from None
-        if size != expected:
-            how = " (truncated)" if size < expected else ""
-            raise IndexDamagedError(d, f"{name}: {size} bytes instead of {expected}{how}", corpus)
-        if checksums and size <= CHECKSUM_MAX_BYTES and _sha256(path) != digest:
-            raise IndexDamagedError(d, f"{name}: content changed since it was written (sha256)", corpus)
-
-
 def build_index(corpus_path: str | Path, out_dir: str | Path, progress: bool = True, k1: float = 1.5,
                 b: float = 0.75, backend: str = "auto") -> BM25Retriever:
     """Read a corpus file (skipping bad lines), dedupe it, index it and save it to ``out_dir``."""
-    path = Path(corpus_path)
-    stat, fingerprint = file_stat(path), corpus_fingerprint(path)
-    stats = CorpusStats()
-    raw = list(progress_bar(desc="reading corpus", enabled=progress, iterable=read_corpus(path, stats),
-                            unit=" passages", mininterval=0.5, leave=False))  # cleared when done: an error after it stands alone
-    passages = dedupe(raw)
+    passages, corpus_meta = read_corpus_file(Path(corpus_path), progress)
     retriever = BM25Retriever.build(passages, k1=k1, b=b, progress=progress, backend=backend)
-    retriever.meta.update({"corpus": str(path.resolve()), "fingerprint": fingerprint, "corpus_stat": stat,
-                           "skipped_lines": stats.skipped, "duplicates_removed": len(raw) - len(passages)})
+    retriever.meta.update(corpus_meta)
     retriever.save(out_dir)
     return retriever
 
@@ -430,7 +335,7 @@ def load_or_build(corpus_path: str | Path, index_dir: str | Path, progress: bool
             if retriever is not None:
                 if not untouched:  # same content, new mtime: remember it to skip hashing next time
                     retriever.meta["corpus_stat"] = file_stat(path)
-                    _write_meta(d, retriever.meta)
+                    write_meta(d, retriever.meta)
                 return retriever
     return build_index(path, d, progress=progress, k1=k1, b=b)
 

@@ -1,0 +1,272 @@
+"""Rerankers: a second, costlier look at the passages a first-stage retriever found.
+
+A ``Reranker`` scores passages for a query (``score(query, passages) -> list[float]``, one
+score per passage, in their order, higher is better). ``RerankingRetriever`` puts one behind
+the ``Retriever`` protocol: it retrieves ``max(depth, k)`` candidates (``depth`` default 20)
+from its base retriever, scores them all, sorts them by that score (a stable sort: ties keep
+the base retriever's order) and returns the top ``k`` as new passages whose ``score`` is the
+reranker's. No candidates: no reranker call.
+
+Three rerankers share the interface:
+
+- ``CrossEncoderReranker`` — a sentence-transformers ``CrossEncoder`` (query and passage read
+  together; one logit per pair), loaded offline from a local path or a name already in the
+  Hugging Face cache. No cross-encoder reranking model ships its weights on PyPI, so none is
+  installable on this offline machine: the code path is for users who have one (tests run it
+  on MiniLM with an untrained head, whose scores mean nothing).
+- ``BiEncoderReranker`` — the cosine similarity of sentence embeddings (``hopqa.embed``) of the
+  query and of each passage: cheap, the embedder dense retrieval already loads.
+- ``LLMReranker`` — an LLM as relevance judge. Each passage gets one prompt
+  (``RELEVANCE_PROMPT``: the question, the passage as ``Title | text`` with its text cut to
+  ``max_passage_words`` words, and "How useful is this passage for answering the question?
+  Rate from 0 (useless) to 10 (answers it).", then "Reply with the number only." or, when the
+  call is schema-constrained, "Reply with one JSON object of this form: {"score": 7}"); all
+  passages of a query go in one batched ``llm.map`` call at temperature 0. A reply is read
+  forgivingly: a JSON object's ``score`` (an integer, a float or a numeric string), else the
+  first number in the text ("Score: 8/10" is 8, "8." is 8), clamped to [0, 10]. A reply with
+  no number scores ``UNPARSED_SCORE`` (-1.0), below every parsed score, so those passages go
+  last, in their base order; the trace step open at the time gets a note ``rerank`` with the
+  reranker's name and how many replies were unparsed.
+
+Passages are shown to the cross- and bi-encoder as ``title. text`` (the text alone without a
+title), as dense retrieval embeds them; ``make_reranker(spec)`` builds one from a spec.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from hopqa.llm.base import STRUCTURED, GenerationRequest, LLMBase
+from hopqa.retrieval.base import Retriever, RetrieverBase
+from hopqa.retrieval.dense import passage_text
+from hopqa.text import render_passage
+from hopqa.trace import current_step
+from hopqa.types import Passage
+
+#: Candidates a ``RerankingRetriever`` takes from its base retriever (at least ``k``).
+DEPTH = 20
+#: Pairs a cross-encoder scores per forward pass.
+CROSS_ENCODER_BATCH = 32
+
+#: The LLM judge's prompt; ``{reply_format}`` is ``FREE_TEXT_REPLY`` or ``JSON_REPLY``.
+RELEVANCE_PROMPT = (
+    "Question: {question}\n\nPassage: {passage}\n\n"
+    "How useful is this passage for answering the question? Rate from 0 (useless) to 10 (answers it). "
+    "{reply_format}"
+)
+FREE_TEXT_REPLY = "Reply with the number only."
+JSON_REPLY = 'Reply with one JSON object of this form: {"score": 7}'
+#: The JSON schema of a structured reply: an integer score from 0 to 10.
+SCORE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "enum": list(range(11))}},
+    "required": ["score"],
+    "additionalProperties": False,
+}
+MIN_SCORE, MAX_SCORE = 0.0, 10.0
+#: The score of a passage whose judgement could not be read: below every parsed score.
+UNPARSED_SCORE = -1.0
+STRUCTURED_MODES = ("auto", "on", "off")
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores passages for a query: one score per passage, same order, higher is better."""
+
+    name: str
+
+    def score(self, query: str, passages: Sequence[Passage]) -> list[float]: ...
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers ``CrossEncoder`` giving one relevance logit per (query, passage)."""
+
+    def __init__(self, model_name: str, model: Any | None = None, device: str = "cpu",
+                 batch_size: int = CROSS_ENCODER_BATCH) -> None:
+        """``model_name``: a local path or a model name already in the Hugging Face cache
+        (nothing is downloaded); ``model``: an already built cross-encoder (its name is then
+        ``model_name``, for the record only)."""
+        if model is None:
+            try:
+                from sentence_transformers import CrossEncoder
+            except ImportError as exc:
+                raise ImportError("cross-encoder reranking needs sentence-transformers: pip install 'hopqa[embed]' "
+                                  "(CPU torch first: pip install torch==2.13.0)") from exc
+            try:
+                model = CrossEncoder(model_name, device=device, local_files_only=True)
+            except Exception as exc:
+                raise ValueError(f"{model_name!r} is not a cross-encoder model on this machine (no download at "
+                                 f"run time): give a local path or a model already in the Hugging Face cache "
+                                 f"({type(exc).__name__}: {exc})") from exc
+        self.model = model
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.name = f"cross-encoder:{model_name}"
+
+    def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        if not passages:
+            return []
+        pairs = [(query, passage_text(p)) for p in passages]
+        raw = np.asarray(self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False),
+                         dtype=np.float64)
+        if raw.ndim == 2 and raw.shape[1] == 1:
+            raw = raw[:, 0]
+        if raw.shape != (len(passages),):
+            raise ValueError(f"the cross-encoder {self.model_name!r} gives scores of shape {raw.shape} for "
+                             f"{len(passages)} pairs, not one relevance score per pair (a classifier with "
+                             f"several labels is not a reranker)")
+        return [float(s) for s in raw]
+
+
+class BiEncoderReranker:
+    """Cosine similarity of the query's and each passage's sentence embedding."""
+
+    def __init__(self, embedder: Any) -> None:
+        """``embedder``: anything with ``name`` and ``encode(texts)`` returning L2-normalised
+        vectors (``hopqa.embed.MiniLMEmbedder``), so the dot product is the cosine."""
+        self.embedder = embedder
+        self.name = f"bi-encoder:{embedder.name}"
+
+    def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        if not passages:
+            return []
+        vectors = np.asarray(self.embedder.encode([query, *(passage_text(p) for p in passages)]), dtype=np.float32)
+        return [float(s) for s in vectors[1:] @ vectors[0]]
+
+
+def parse_relevance(reply: str) -> float | None:
+    """The 0-10 score in an LLM judge's reply (module docstring), None when it has no number."""
+    text = reply.strip()
+    value: Any = None
+    start = text.find("{")
+    if start >= 0:
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            value = obj.get("score")
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        match = _NUMBER.search(value)
+        number = float(match.group()) if match else None
+    if number is None or not math.isfinite(number):
+        match = _NUMBER.search(text)
+        number = float(match.group()) if match else None
+    if number is None or not math.isfinite(number):
+        return None
+    return min(MAX_SCORE, max(MIN_SCORE, number))
+
+
+class LLMReranker:
+    """An LLM judging each passage's usefulness for the question from 0 to 10 (module docstring)."""
+
+    def __init__(self, llm: LLMBase, structured: str = "auto", max_tokens: int | None = None,
+                 max_passage_words: int | None = 200) -> None:
+        """``structured``: ``auto`` constrains the reply to ``SCORE_SCHEMA`` when the LLM
+        supports structured output, ``on`` always (an LLM that cannot raises), ``off`` never.
+        ``max_tokens``: default 8 for a free-text reply, 16 for JSON. ``max_passage_words``:
+        the passage's text is cut to this many words in the prompt (None: whole)."""
+        if structured not in STRUCTURED_MODES:
+            raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
+        self.llm = llm
+        self.structured = structured
+        self.use_schema = structured == "on" or (structured == "auto" and llm.supports(STRUCTURED))
+        self.max_tokens = max_tokens if max_tokens is not None else (16 if self.use_schema else 8)
+        self.max_passage_words = max_passage_words
+        self.name = f"llm:{llm.name}"
+
+    def prompt(self, query: str, passage: Passage) -> str:
+        return RELEVANCE_PROMPT.format(
+            question=query,
+            passage=render_passage(passage, max_words=self.max_passage_words),
+            reply_format=JSON_REPLY if self.use_schema else FREE_TEXT_REPLY,
+        )
+
+    def request(self, query: str, passage: Passage) -> GenerationRequest:
+        kw: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": 0.0}
+        if self.use_schema:
+            kw["schema"] = SCORE_SCHEMA
+        return GenerationRequest.make(self.prompt(query, passage), **kw)
+
+    def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        if not passages:
+            return []
+        generations = self.llm.map([self.request(query, p) for p in passages])
+        parsed = [parse_relevance(g.text) for g in generations]
+        unparsed = sum(s is None for s in parsed)
+        if unparsed:
+            step = current_step()
+            if step is not None:
+                step.note("rerank", reranker=self.name, unparsed=unparsed)
+        return [UNPARSED_SCORE if s is None else s for s in parsed]
+
+
+class RerankingRetriever(RetrieverBase):
+    """A base retriever's top ``max(depth, k)`` candidates, reranked, cut to ``k``."""
+
+    def __init__(self, base: Retriever, reranker: Reranker, depth: int = DEPTH) -> None:
+        if depth < 1:
+            raise ValueError(f"the reranking depth must be at least 1, not {depth}")
+        self.base = base
+        self.reranker = reranker
+        self.depth = depth
+        self.name = f"{base.name}+rerank({reranker.name})"
+
+    def search(self, query: str, k: int = 5) -> list[Passage]:
+        """The top ``k`` of the base retriever's candidates by the reranker's score."""
+        return self._rerank(query, self.base.search(query, max(self.depth, k)), k)
+
+    def batch_search(self, queries: list[str], k: int = 5) -> list[list[Passage]]:
+        """``search`` for each query, the candidates from one ``base.batch_search``."""
+        candidates = self.base.batch_search(queries, max(self.depth, k))
+        return [self._rerank(q, c, k) for q, c in zip(queries, candidates)]
+
+    def _rerank(self, query: str, candidates: Sequence[Passage], k: int) -> list[Passage]:
+        if not candidates or k <= 0:
+            return []
+        scores = self.reranker.score(query, candidates)
+        if len(scores) != len(candidates):
+            raise ValueError(f"the reranker {self.reranker.name!r} gave {len(scores)} scores for "
+                             f"{len(candidates)} passages")
+        order = sorted(range(len(candidates)), key=lambda i: -scores[i])  # stable: ties keep the base order
+        return [replace(candidates[i], score=float(scores[i])) for i in order[:k]]
+
+
+def make_reranker(spec: str, *, llm: LLMBase | None = None, embedder: Any | None = None) -> Reranker:
+    """The reranker ``spec`` names:
+
+    - ``bi-encoder`` — ``BiEncoderReranker`` with ``embedder`` (default
+      ``hopqa.embed.default_embedder()``); the lexical stand-in is refused (``ValueError``):
+      it needs sentence-transformers;
+    - ``llm`` — ``LLMReranker`` judging with ``llm`` (``ValueError`` when none is given);
+    - anything else — ``CrossEncoderReranker`` of that model (a local path or a name already
+      in the Hugging Face cache; ``ValueError`` / ``ImportError`` when it cannot load).
+    """
+    if spec == "bi-encoder":
+        if embedder is None:
+            from hopqa.embed import default_embedder
+
+            embedder = default_embedder()
+        if embedder.name == "lexical":
+            raise ValueError("the bi-encoder reranker needs a sentence embedder, and only the lexical stand-in "
+                             "is available: install sentence-transformers (pip install 'hopqa[embed]')")
+        return BiEncoderReranker(embedder)
+    if spec == "llm":
+        if llm is None:
+            raise ValueError("the llm reranker needs an LLM to judge relevance (give llm=...)")
+        return LLMReranker(llm)
+    if not spec or not spec.strip():
+        raise ValueError("empty reranker spec: use bi-encoder, llm, or a cross-encoder model path")
+    return CrossEncoderReranker(spec)
