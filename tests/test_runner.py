@@ -342,3 +342,23 @@ def test_results_lines_carry_parse_counts(tmp_path):
     evaluate(method, examples(1), tmp_path / "run", progress=False)
     record = read_results(tmp_path / "run" / "results.jsonl")["q0"]
     assert record["parse"] == {"direct": 1, "fallback": 0, "failed": 0}
+
+
+def test_the_report_names_a_chosen_search(tmp_path):
+    """A run whose config.json records --retriever / --rerank shows them in the setting column;
+    a run without (BM25, the default) or with an unreadable config shows the setting alone."""
+    from hopqa.evaluation.report import collect_rows
+
+    line = json.dumps({"id": "a", "status": "ok", "metrics": {"em": 1.0}, "dataset": "toy", "split": "dev",
+                       "setting": "open", "method": "m"}) + "\n"
+    settings = {}
+    for name, config in [("hybrid", {"search": {"retriever": "hybrid", "rerank": "bi-encoder", "rerank_depth": 8}}),
+                         ("rerank-only", {"search": {"rerank": "llm", "rerank_depth": 20}}),
+                         ("plain", {"method": "m"}), ("damaged", None)]:
+        run = tmp_path / name
+        run.mkdir()
+        (run / "results.jsonl").write_text(line)
+        (run / "config.json").write_text(json.dumps(config) if config is not None else "{torn")
+        settings[name] = collect_rows([run])[0].setting
+    assert settings == {"hybrid": "open (hybrid, rerank bi-encoder)", "rerank-only": "open (bm25, rerank llm)",
+                        "plain": "open", "damaged": "open"}

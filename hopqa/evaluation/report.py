@@ -96,9 +96,24 @@ def collect_rows(run_dirs: list[Path], stratify: bool = False, long_pct: float =
             if not recs:
                 continue
             s = summarize(recs, d)
-            rows.append(Row(first.get("dataset", ""), first.get("split", ""), first.get("setting", ""),
+            rows.append(Row(first.get("dataset", ""), first.get("split", ""), _setting(first.get("setting", ""), d),
                             first.get("method", d.name), stratum, s.n, s.failed, s.metrics, s.cost))
     return rows
+
+
+def _setting(setting: str, run_dir: Path) -> str:
+    """The run's setting, with the search it chose when that was not the default BM25
+    (``config.json``'s ``search``): ``open (hybrid, rerank bi-encoder)``."""
+    try:
+        search = json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("search") or {}
+    except (OSError, ValueError, AttributeError):
+        return setting
+    if not isinstance(search, dict):
+        return setting
+    parts = [str(search.get("retriever") or "bm25")]
+    if search.get("rerank"):
+        parts.append(f"rerank {search['rerank']}")
+    return f"{setting} ({', '.join(parts)})" if search else setting
 
 
 def _present(rows: list[Row]) -> list[tuple[str, str, str, str]]:

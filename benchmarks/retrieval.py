@@ -1,0 +1,203 @@
+"""Retrieval figures: the BM25 engines and faiss by corpus size, and recall of the gold
+supporting paragraphs on the demo corpus for every retriever (issue 17).
+
+    .venv/bin/python benchmarks/retrieval.py [--part engines] [--part recall]
+        [--sizes 10000,25000,50000,100000] [--home DIR] [--limit N]
+
+``engines``: synthetic corpora (~100-word passages over a Zipfian vocabulary, 300 queries of
+8-15 words) at each size: bm25s (hopqa's backend choice: numpy below 200k passages) and
+tantivy — build seconds, index MB, open seconds, the first query of a process (numba's JIT
+shows there) and query p50 / p95 ms; faiss exact and HNSW over random unit vectors (384
+dimensions, no embedding) — build seconds and p50 / p95 ms. These figures set
+``hopqa.retrieval.indexes.TANTIVY_MIN_DOCS``.
+
+``recall``: the demo corpus (13,529 passages) in the open setting; for the dev questions of
+MuSiQue, HotpotQA and 2WikiMultihopQA shipped with hopqa, Recall@5 / @10 / @20 (the share of a
+question's gold supporting paragraphs among the top k, averaged over questions) of BM25
+(bm25s), BM25 (tantivy), dense (all-MiniLM-L6-v2, faiss flat), hybrid (RRF) and hybrid reranked
+by the MiniLM bi-encoder (depth 50), with each retriever's query p50 / p95 ms. The first run
+embeds the demo corpus (about 9 minutes on 2 cores; cached in <home>/cache/embeddings).
+
+Run nothing else meanwhile (the embedded LLM busy-waits on both cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def du_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
+def synthetic(n: int, seed: int = 0) -> tuple[list[Any], list[str]]:
+    from hopqa.types import Passage
+
+    rng = random.Random(seed)
+    vocab = [f"w{i}x" for i in range(30_000)]
+    weights = [1 / (i + 1) for i in range(len(vocab))]
+    words = rng.choices(vocab, weights, k=n * 100)
+    passages = [Passage(str(i), f"t{i}", " ".join(words[i * 100:(i + 1) * 100])) for i in range(n)]
+    queries = [" ".join(rng.choices(vocab[:5000], k=rng.randint(8, 15))) for _ in range(300)]
+    return passages, queries
+
+
+def timed_queries(search: Any, queries: list[str], k: int = 10) -> tuple[float, float, float]:
+    """(first query ms, p50 ms, p95 ms)."""
+    t0 = time.perf_counter()
+    search(queries[0], k)
+    first = (time.perf_counter() - t0) * 1000
+    lat = []
+    for q in queries[1:]:
+        t0 = time.perf_counter()
+        search(q, k)
+        lat.append((time.perf_counter() - t0) * 1000)
+    return first, statistics.median(lat), pct(lat, 0.95)
+
+
+def bench_engines(sizes: list[int]) -> None:
+    import numpy as np
+
+    from hopqa.retrieval.bm25 import BM25Retriever
+    from hopqa.retrieval.tantivy_bm25 import TantivyRetriever
+
+    print("\n## BM25 engines by corpus size (synthetic ~100-word passages, 300 queries, k=10)")
+    print("| passages | engine | build s | index MB | open s | first query ms | p50 ms | p95 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        passages, queries = synthetic(n)
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            t0 = time.perf_counter()
+            BM25Retriever.build(passages, progress=False).save(d / "bm25s")
+            build = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            r = BM25Retriever.load(d / "bm25s")
+            opened = time.perf_counter() - t0
+            first, p50, p95 = timed_queries(r.search, queries)
+            print(f"| {n:,} | bm25s ({r.backend}) | {build:.1f} | {du_mb(d / 'bm25s'):.0f} | {opened:.2f} | {first:.1f} "
+                  f"| {p50:.2f} | {p95:.2f} |", flush=True)
+            t0 = time.perf_counter()
+            TantivyRetriever.build(passages, d / "tantivy", progress=False)
+            build = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            t = TantivyRetriever.load(d / "tantivy")
+            opened = time.perf_counter() - t0
+            first, p50, p95 = timed_queries(t.search, queries)
+            print(f"| {n:,} | tantivy | {build:.1f} | {du_mb(d / 'tantivy'):.0f} | {opened:.2f} | {first:.1f} "
+                  f"| {p50:.2f} | {p95:.2f} |", flush=True)
+    import faiss
+
+    print("\n## faiss over random unit vectors (384 dimensions, k=10, 300 queries)")
+    print("| vectors | index | build s | p50 ms | p95 ms | recall@10 vs exact |")
+    print("|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        centers = rng.normal(size=(64, 384)).astype("float32")
+        x = centers[rng.integers(0, 64, n)] + 0.5 * rng.normal(size=(n, 384)).astype("float32")
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        q = x[rng.integers(0, n, 300)] + 0.1 * rng.normal(size=(300, 384)).astype("float32")
+        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        exact = None
+        for kind in ("flat", "hnsw"):
+            t0 = time.perf_counter()
+            if kind == "flat":
+                index = faiss.IndexFlatIP(384)
+            else:
+                index = faiss.IndexHNSWFlat(384, 32, faiss.METRIC_INNER_PRODUCT)
+                index.hnsw.efConstruction = 40
+            index.add(x)
+            if kind == "hnsw":
+                index.hnsw.efSearch = 64
+            build = time.perf_counter() - t0
+            lat, rows = [], []
+            for v in q:
+                t0 = time.perf_counter()
+                _, found = index.search(v[None, :], 10)
+                lat.append((time.perf_counter() - t0) * 1000)
+                rows.append(set(found[0].tolist()))
+            if exact is None:
+                exact = rows
+            recall = statistics.mean(len(a & b) / 10 for a, b in zip(rows, exact))
+            print(f"| {n:,} | {kind} | {build:.1f} | {statistics.median(lat):.2f} | {pct(lat, 0.95):.2f} | {recall:.3f} |",
+                  flush=True)
+
+
+def _key(p: Any) -> tuple[str, str]:
+    return (" ".join(p.title.split()), " ".join(p.text.split()))
+
+
+def bench_recall(home: Path, limit: int | None) -> None:
+    from hopqa.datasets import load_dataset
+    from hopqa.demo import build_demo_corpus
+    from hopqa.embed import load_embedder
+    from hopqa.retrieval.hybrid import HybridRetriever
+    from hopqa.retrieval.indexes import build_corpus_index
+    from hopqa.retrieval.rerank import BiEncoderReranker, RerankingRetriever
+
+    corpus = build_demo_corpus(home)
+    embedder = load_embedder()
+    out = home / "bench-retrieval"
+    shutil.rmtree(out, ignore_errors=True)
+    built: dict[str, Any] = {}
+    print("\n## Indexes of the demo corpus")
+    print("| retriever | build s | index MB |")
+    print("|---|---|---|")
+    for name, kind, engine in [("bm25 (bm25s)", "bm25", "bm25s"), ("bm25 (tantivy)", "bm25", "tantivy"),
+                               ("dense (MiniLM, faiss flat)", "dense", "auto")]:
+        t0 = time.perf_counter()
+        built[name] = build_corpus_index(corpus, out / name.split()[0] / engine, kind, engine=engine,
+                                         embedder=embedder, cache_dir=home / "cache" / "embeddings", progress=True)
+        print(f"| {name} | {time.perf_counter() - t0:.1f} | {du_mb(out / name.split()[0] / engine):.0f} |", flush=True)
+    hybrid = HybridRetriever([built["bm25 (bm25s)"], built["dense (MiniLM, faiss flat)"]])
+    built["hybrid (RRF)"] = hybrid
+    built["hybrid + bi-encoder rerank (depth 50)"] = RerankingRetriever(hybrid, BiEncoderReranker(embedder), depth=50)
+    print("\n## Recall of the gold supporting paragraphs, demo corpus (open setting)")
+    print("| dataset | questions | retriever | R@5 | R@10 | R@20 | p50 ms | p95 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dataset in ("musique", "hotpotqa", "2wikimultihopqa"):
+        examples = [ex for ex in load_dataset(dataset, "dev", limit=limit) if ex.supporting]
+        for name, retriever in built.items():
+            recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
+            lat = []
+            for ex in examples:
+                t0 = time.perf_counter()
+                hits = retriever.search(ex.question, 20)
+                lat.append((time.perf_counter() - t0) * 1000)
+                gold = {_key(p) for p in ex.supporting}
+                for k in recalls:
+                    recalls[k].append(len(gold & {_key(p) for p in hits[:k]}) / len(gold))
+            print(f"| {dataset} | {len(examples)} | {name} | " + " | ".join(f"{statistics.mean(v):.3f}" for v in recalls.values())
+                  + f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", action="append", choices=("engines", "recall"))
+    ap.add_argument("--sizes", default="10000,25000,50000,100000")
+    ap.add_argument("--home", help="hopqa home (default: ~/.cache/hopqa)")
+    ap.add_argument("--limit", type=int, help="first N dev questions per dataset")
+    args = ap.parse_args()
+    from hopqa.config import default_home
+
+    parts = args.part or ["engines", "recall"]
+    if "engines" in parts:
+        bench_engines([int(s) for s in args.sizes.split(",")])
+    if "recall" in parts:
+        bench_recall(default_home(args.home), args.limit)
+
+
+if __name__ == "__main__":
+    main()
