@@ -55,7 +55,7 @@ def corpus_retriever(index: str | Path | None = None, corpus: str | Path | None 
                      home: str | Path | None = None, kind: str | None = None, rerank: str | None = None,
                      rerank_depth: int = 20, llm: LLMBase | None = None, progress: bool = True) -> Retriever:
     """The retriever over ``index`` (a directory built by ``hopqa index``, of whatever kind it
-    records), else over ``corpus`` (a JSON-lines ``{id, title, text}`` or TSV file, indexed once
+    records, or a Milvus collection URI searched as ``kind``), else over ``corpus`` (a JSON-lines ``{id, title, text}`` or TSV file, indexed once
     as ``kind``: ``bm25`` by default, ``dense`` or ``hybrid``), else over the demo corpus
     (indexed as ``kind`` too). With both ``index`` and ``corpus`` the index must have been built
     from that corpus. ``rerank`` puts a reranker behind it (``hopqa.retrieval.rerank.make_reranker``:
@@ -65,13 +65,18 @@ def corpus_retriever(index: str | Path | None = None, corpus: str | Path | None 
     from hopqa.embed import EmbedderUnavailable
     from hopqa.retrieval.bm25 import NothingToIndexError
     from hopqa.retrieval.indexes import check_kind, load_or_build_kind, open_index
+    from hopqa.retrieval.milvus import is_milvus_uri
     from hopqa.retrieval.store import RetrievalIndexError
 
     home_dir = default_home(home)
     try:
         if kind is not None:
             check_kind(kind)
-        if index:
+        if index and is_milvus_uri(index):
+            if corpus is not None and not Path(corpus).is_file():
+                raise BuildError(f"no corpus file at {corpus}")
+            retriever = open_index(index, corpus=corpus, mode=kind)
+        elif index:
             if not Path(index).is_dir():
                 raise BuildError(f"no index directory at {index} (build one with: hopqa index CORPUS --out DIR)")
             if not (Path(index) / "meta.json").is_file():

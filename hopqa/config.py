@@ -79,6 +79,11 @@ def openai_api_key() -> str | None:
     return os.environ.get("OPENAI_API_KEY") or None
 
 
+def milvus_token() -> str | None:
+    """The token (``user:password`` or an API key) for a Milvus server: ``$MILVUS_TOKEN``."""
+    return os.environ.get("MILVUS_TOKEN") or None
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Replace ``path`` by ``data`` (``str`` as UTF-8) so a reader or a kill at any moment sees
     either the old content or the new one, never a mix or an empty file.

@@ -22,7 +22,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from hopqa.corpus import CorpusStats, corpus_fingerprint, dedupe, file_stat, read_corpus
+from hopqa.corpus import (
+    CorpusStats,
+    corpus_fingerprint,
+    dedupe,
+    file_stat,
+    iter_dedupe,
+    read_corpus,
+)
 from hopqa.retrieval.base import Retriever
 from hopqa.retrieval.store import (
     KINDS,
@@ -36,8 +43,8 @@ from hopqa.retrieval.store import (
 )
 from hopqa.types import Passage
 
-#: The BM25 engines (``hopqa index --engine``).
-ENGINES = ("auto", "bm25s", "tantivy")
+#: The engines (``hopqa index --engine``): BM25 on bm25s or tantivy, or a Milvus collection.
+ENGINES = ("auto", "bm25s", "tantivy", "milvus")
 #: ``engine="auto"``: bm25s below this many passages, tantivy from it on (module docstring).
 TANTIVY_MIN_DOCS = 50_000
 
@@ -51,7 +58,7 @@ def check_kind(kind: str) -> str:
 def build_corpus_index(corpus_path: str | Path, out_dir: str | Path, kind: str = "bm25", *,
                        embedder: Any = None, model: str | None = None, faiss_kind: str = "auto",
                        engine: str = "auto", cache_dir: str | Path | None = None, progress: bool = True,
-                       k1: float = 1.5, b: float = 0.75) -> Retriever:
+                       k1: float = 1.5, b: float = 0.75, overwrite: bool = False) -> Retriever:
     """Index a corpus file as ``kind`` into ``out_dir`` (module docstring). BM25 runs on
     ``engine``; dense search embeds with ``embedder`` (default: ``model`` loaded offline,
     all-MiniLM-L6-v2 when None), its vectors cached in chunks under ``cache_dir``."""
@@ -63,6 +70,9 @@ def build_corpus_index(corpus_path: str | Path, out_dir: str | Path, kind: str =
     path, out = Path(corpus_path), Path(out_dir)
     if engine == "auto" and (k1, b) != (1.5, 0.75):
         engine = "bm25s"  # tantivy's k1 and b are fixed: a chosen k1 / b means bm25s
+    if engine == "milvus":
+        return _load_milvus(path, str(out_dir), kind, embedder=embedder, model=model, cache_dir=cache_dir,
+                            progress=progress, overwrite=overwrite)
     if kind == "bm25":
         return _build_bm25(path, out, engine, progress=progress, k1=k1, b=b)
     passages, corpus_meta = read_corpus_file(path, progress)
@@ -124,6 +134,29 @@ def _build_bm25(path: Path, out: Path, engine: str, *, progress: bool, k1: float
     return retriever
 
 
+def _load_milvus(path: Path, uri: str, kind: str, *, embedder: Any, model: str | None, cache_dir: Any,
+                 progress: bool, overwrite: bool) -> Retriever:
+    """Stream a corpus file into the Milvus collection ``uri`` names: BM25 only for ``bm25``,
+    BM25 and dense vectors for ``dense`` and ``hybrid`` (searchable in every mode)."""
+    from hopqa.retrieval.milvus import MilvusRetriever, is_milvus_uri
+
+    if not is_milvus_uri(uri):
+        raise RetrievalIndexError(f"--engine milvus loads a collection: --out must be milvus://HOST:PORT/COLLECTION, "
+                                  f"not {uri}")
+    if kind != "bm25" and embedder is None:
+        from hopqa.embed import load_embedder
+
+        embedder = load_embedder(model)
+    stat, fingerprint = file_stat(path), corpus_fingerprint(path)
+    stats = CorpusStats()
+    dropped = [0]
+    retriever = MilvusRetriever.build(
+        uri, iter_dedupe(read_corpus(path, stats), dropped), embedder=embedder if kind != "bm25" else None,
+        fingerprint=fingerprint, cache_dir=cache_dir, progress=progress, overwrite=overwrite,
+        extra_meta={"corpus": str(path.resolve()), "corpus_stat": stat})
+    return retriever
+
+
 def _save_bm25s(passages: list[Passage], corpus_meta: dict[str, Any], out: Path, progress: bool, k1: float,
                 b: float) -> Retriever:
     from hopqa.retrieval.bm25 import BM25Retriever
@@ -134,8 +167,17 @@ def _save_bm25s(passages: list[Passage], corpus_meta: dict[str, Any], out: Path,
     return retriever
 
 
-def open_index(directory: str | Path, embedder: Any = None, corpus: str | Path | None = None) -> Retriever:
-    """The retriever of the index in ``directory``, whatever its kind (module docstring)."""
+def open_index(directory: str | Path, embedder: Any = None, corpus: str | Path | None = None,
+               mode: str | None = None) -> Retriever:
+    """The retriever of the index in ``directory``, whatever its kind (module docstring); a
+    Milvus collection URI opens the collection, searched as ``mode`` (default: its kind)."""
+    from hopqa.retrieval.milvus import MilvusRetriever, is_milvus_uri
+
+    if is_milvus_uri(directory):
+        retriever = MilvusRetriever(str(directory), mode=mode, embedder=embedder)
+        if corpus is not None:
+            check_corpus(Path(str(directory)), retriever.meta, Path(corpus))
+        return retriever
     d = Path(directory)
     meta = read_meta(d)
     if corpus is not None:
