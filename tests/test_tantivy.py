@@ -85,3 +85,21 @@ def test_a_hybrid_index_can_use_tantivy(tmp_path):
     opened = open_index(tmp_path / "h", embedder=LexicalEmbedder(dim=512))
     assert opened.name == built.name
     assert [p.id for p in opened.search("capital of Germany", 2)] == [p.id for p in built.search("capital of Germany", 2)]
+
+
+def test_a_large_corpus_given_at_run_time_is_kept_on_tantivy(tmp_path, monkeypatch):
+    """--corpus with BM25: a corpus past the threshold is indexed on tantivy once, then opened
+    as it is (no numba, no rebuild) until the file changes."""
+    from hopqa.retrieval.indexes import load_or_build_kind
+
+    monkeypatch.setattr(indexes, "TANTIVY_MIN_DOCS", 3)
+    corpus = tmp_path / "c.jsonl"
+    write_corpus(PASSAGES, corpus)
+    first = load_or_build_kind(corpus, tmp_path / "idx", "bm25", progress=False)
+    assert isinstance(first, TantivyRetriever)
+    stamp = (tmp_path / "idx" / "meta.json").stat().st_mtime_ns
+    again = load_or_build_kind(corpus, tmp_path / "idx", "bm25", progress=False)
+    assert isinstance(again, TantivyRetriever) and (tmp_path / "idx" / "meta.json").stat().st_mtime_ns == stamp
+    write_corpus(PASSAGES[:2], corpus)  # under the threshold now: bm25s
+    assert isinstance(load_or_build_kind(corpus, tmp_path / "idx", "bm25", progress=False), BM25Retriever)
+    assert not (tmp_path / "idx" / "tantivy").exists()  # the other engine's files are gone

@@ -219,6 +219,7 @@ class BM25Retriever(RetrieverBase):
                     stale.unlink()
             for name in names:
                 os.replace(staging / name, d / name)
+            shutil.rmtree(d / "tantivy", ignore_errors=True)  # a tantivy index there before
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.meta["files"] = files

@@ -223,24 +223,27 @@ def load_or_build_kind(corpus_path: str | Path, index_dir: str | Path, kind: str
                        embedder: Any = None, model: str | None = None, cache_dir: str | Path | None = None,
                        progress: bool = True) -> Retriever:
     """The ``kind`` index of a corpus file in ``index_dir``, (re)built when it is missing, of
-    another kind or embedder, damaged, or stale (the corpus content changed)."""
+    another kind, format or embedder, damaged (with a warning), or stale (the corpus content
+    changed; the file is re-hashed only when its size or modification time changed). BM25 is
+    built on ``engine="auto"``: bm25s, or tantivy for a corpus of ``TANTIVY_MIN_DOCS``
+    passages or more."""
+    from hopqa.retrieval.bm25 import FORMAT as BM25S_FORMAT
+
     check_kind(kind)
     path, d = Path(corpus_path), Path(index_dir)
-    if kind == "bm25":
-        from hopqa.retrieval.bm25 import load_or_build
-
-        return load_or_build(path, d, progress=progress)
     if not path.is_file():
         raise FileNotFoundError(f"no corpus file at {path}")
-    want_model = embedder.name if embedder is not None else (model or _default_model())
+    want_model = None if kind == "bm25" else embedder.name if embedder is not None else (model or _default_model())
     if (d / "meta.json").is_file():
         try:
             meta = read_meta(d)
             untouched = meta.get("corpus_stat") == file_stat(path)
             same = index_kind(meta) == kind and meta.get("model") == want_model
+            if kind == "bm25" and meta.get("engine") != "tantivy":  # bm25s: its format and parameters too
+                same = same and meta.get("format") == BM25S_FORMAT and (meta.get("k1"), meta.get("b")) == (1.5, 0.75)
             if same and (untouched or meta.get("fingerprint") == corpus_fingerprint(path)):
                 retriever = open_index(d, embedder=embedder)
-                if not untouched:
+                if not untouched:  # same content, new mtime: remember it to skip hashing next time
                     meta["corpus_stat"] = file_stat(path)
                     write_meta(d, meta)
                 return retriever

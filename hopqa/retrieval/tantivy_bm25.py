@@ -42,6 +42,7 @@ from hopqa.corpus import (
 from hopqa.retrieval.base import RetrieverBase
 from hopqa.retrieval.bm25 import STOPWORDS_EN, TOKEN_PATTERN, NothingToIndexError
 from hopqa.retrieval.store import (
+    PASSAGE_FILES,
     IndexDamagedError,
     RetrievalIndexError,
     file_records,
@@ -145,6 +146,8 @@ class TantivyRetriever(RetrieverBase):
             (d / "meta.json").unlink(missing_ok=True)
             shutil.rmtree(d / SUBDIR, ignore_errors=True)
             os.replace(staging, d / SUBDIR)
+            for stale in [*d.glob("*.index.*"), *(d / name for name in PASSAGE_FILES)]:  # a bm25s index there before
+                stale.unlink(missing_ok=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         meta: dict[str, Any] = {"kind": "bm25", "engine": ENGINE, "format": FORMAT, "hopqa_version": VERSION,
