@@ -255,3 +255,34 @@ def test_the_embedders_cache_is_bounded():
     assert len(emb._cache) == 3
     both = emb.encode(["e f", "g h"])  # over the bound: the cache starts over with this batch
     assert len(emb._cache) == 2 and np.array_equal(both[0], first[2])
+
+
+def test_without_onnxruntime_queries_stay_on_torch(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    from hopqa.embed import OnnxEncoder
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    embedder = SimpleNamespace(onnx_note="")
+    assert OnnxEncoder.create(embedder) is None and embedder.onnx_note == "onnxruntime is not installed"
+
+
+@pytest.mark.slow
+def test_queries_through_onnx_equal_the_torch_vectors(tmp_path, monkeypatch):
+    """load_embedder() exports MiniLM's transformer once into <home>/cache/onnx and encodes
+    queries with it: the vectors equal the torch path's; a second load reuses the export."""
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("HOPQA_HOME", str(tmp_path))
+    from hopqa.embed import load_embedder
+
+    emb = load_embedder()
+    texts = ["Who directed Titanic?", "Which river flows through Paris, the capital of France?"]
+    fast = emb.encode(texts)
+    assert emb.query_backend == "onnx", emb.onnx_note
+    np.testing.assert_allclose(fast, emb.encode_uncached(texts), atol=1e-5)
+    export = next((tmp_path / "cache" / "onnx").glob("*/model.onnx"))
+    stamp = export.stat().st_mtime_ns
+    again = load_embedder()
+    again.encode(["another query"])
+    assert again.query_backend == "onnx" and export.stat().st_mtime_ns == stamp
