@@ -92,3 +92,23 @@ def test_eval_open_setting_with_a_hybrid_retriever_and_a_reranker(tmp_path):
               "--retriever", "dense", "--method", "retrieve-then-read", "--llm", SMOL, "--out", str(runs),
               "--no-progress", home=tmp_path)
     assert r.returncode == 2 and "differs in: search" in r.stderr
+
+
+@pytest.mark.slow
+def test_the_llm_reranker_judges_with_the_model_and_its_calls_are_traced(tmp_path, corpus):
+    """--rerank llm with SmolLM2: every passage BM25 found is rated by the model in the trace
+    (the calls count in the cost), and the search is named after the reranker."""
+    r = hopqa("ask", QUESTION, "--corpus", str(corpus), "--rerank", "llm", "--rerank-depth", "3", "--k", "2",
+              "--method", "retrieve-then-read", "--llm", SMOL, "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    (name,) = _retrievers(answer)
+    assert name.startswith("bm25+rerank(llm:") and "smollm2" in name
+    prompts = []
+    stack = [answer["trace"]]
+    while stack:
+        step = stack.pop()
+        prompts += [c["prompt"] for c in step.get("llm_calls") or () if "How useful is this passage" in c.get("prompt", "")]
+        stack.extend(step.get("children") or ())
+    assert 1 <= len(prompts) <= 3 and answer["usage"]["llm_calls"] >= len(prompts) + 1
+    assert len(answer["passages"]) <= 2
