@@ -78,26 +78,23 @@ def bench_engines(sizes: list[int]) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for n in sizes:
         passages, queries = synthetic(n)
+        engines = {
+            "bm25s": (lambda d: BM25Retriever.build(passages, progress=False).save(d), BM25Retriever.load),
+            "tantivy": (lambda d: TantivyRetriever.build(passages, d, progress=False), TantivyRetriever.load),
+        }
         with tempfile.TemporaryDirectory() as tmp:
-            d = Path(tmp)
-            t0 = time.perf_counter()
-            BM25Retriever.build(passages, progress=False).save(d / "bm25s")
-            build = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            r = BM25Retriever.load(d / "bm25s")
-            opened = time.perf_counter() - t0
-            first, p50, p95 = timed_queries(r.search, queries)
-            print(f"| {n:,} | bm25s ({r.backend}) | {build:.1f} | {du_mb(d / 'bm25s'):.0f} | {opened:.2f} | {first:.1f} "
-                  f"| {p50:.2f} | {p95:.2f} |", flush=True)
-            t0 = time.perf_counter()
-            TantivyRetriever.build(passages, d / "tantivy", progress=False)
-            build = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            t = TantivyRetriever.load(d / "tantivy")
-            opened = time.perf_counter() - t0
-            first, p50, p95 = timed_queries(t.search, queries)
-            print(f"| {n:,} | tantivy | {build:.1f} | {du_mb(d / 'tantivy'):.0f} | {opened:.2f} | {first:.1f} "
-                  f"| {p50:.2f} | {p95:.2f} |", flush=True)
+            for engine, (build, load) in engines.items():
+                d = Path(tmp) / engine
+                t0 = time.perf_counter()
+                build(d)
+                built = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                r = load(d)
+                opened = time.perf_counter() - t0
+                first, p50, p95 = timed_queries(r.search, queries)
+                label = f"bm25s ({r.backend})" if engine == "bm25s" else engine
+                print(f"| {n:,} | {label} | {built:.1f} | {du_mb(d):.0f} | {opened:.2f} | {first:.1f} | {p50:.2f} "
+                      f"| {p95:.2f} |", flush=True)
     import faiss
 
     print("\n## faiss over random unit vectors (384 dimensions, k=10, 300 queries)")

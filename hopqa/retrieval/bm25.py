@@ -70,6 +70,7 @@ from hopqa.retrieval.store import (
     PASSAGE_FILES,
     IndexDamagedError,
     RetrievalIndexError,
+    StoredPassages,
     file_records,
     load_passages,
     meta_corpus,
@@ -144,7 +145,7 @@ def choose_backend(backend: str, n_docs: int) -> str:
     return backend
 
 
-class BM25Retriever(RetrieverBase):
+class BM25Retriever(StoredPassages, RetrieverBase):
     """BM25 ranking over a fixed list of passages (see the module docstring)."""
 
     name = "bm25"
@@ -155,16 +156,6 @@ class BM25Retriever(RetrieverBase):
         self._passages = passages
         self.meta = meta
         self._source = source  # directory this index was loaded from, if any
-
-    @property
-    def size(self) -> int:
-        """Number of indexed passages."""
-        return len(self._passages)
-
-    @property
-    def passages(self) -> Sequence[Passage]:
-        """The indexed passages by row (lazily read from disk for an mmap-loaded index)."""
-        return self._passages
 
     @property
     def backend(self) -> str:

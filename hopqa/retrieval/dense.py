@@ -50,13 +50,12 @@ from hopqa.retrieval.store import (
     PASSAGE_FILES,
     IndexDamagedError,
     RetrievalIndexError,
+    StoredPassages,
     file_records,
-    index_kind,
     load_passages,
     meta_corpus,
     passages_fingerprint,
-    read_meta,
-    rebuild_command,
+    read_meta_of,
     verify_files,
     write_meta,
     write_passages,
@@ -160,7 +159,7 @@ def embed_passages(passages: Sequence[Passage], embedder: Embedder, cache: Embed
     return np.concatenate(present) if present else np.zeros((0, 1), dtype=np.float32)
 
 
-class DenseRetriever(RetrieverBase):
+class DenseRetriever(StoredPassages, RetrieverBase):
     """Cosine similarity of sentence embeddings over a fixed list of passages (module doc)."""
 
     def __init__(self, index: Any, passages: Sequence[Passage], embedder: Embedder, meta: dict[str, Any],
@@ -171,14 +170,6 @@ class DenseRetriever(RetrieverBase):
         self.meta = meta
         self._source = source
         self.name = f"dense:{embedder.name}"
-
-    @property
-    def size(self) -> int:
-        return len(self._passages)
-
-    @property
-    def passages(self) -> Sequence[Passage]:
-        return self._passages
 
     @property
     def faiss_kind(self) -> str:
@@ -248,12 +239,8 @@ class DenseRetriever(RetrieverBase):
         offline). ``RetrievalIndexError`` for another kind or format, a damaged index or an
         embedder other than the index's."""
         d = Path(directory)
-        meta = read_meta(d)
+        meta = read_meta_of(d, "dense", FORMAT)
         corpus = meta_corpus(meta)
-        if index_kind(meta) != "dense" or meta.get("format") != FORMAT:
-            raise RetrievalIndexError(f"{d} holds a {index_kind(meta)} index of format {meta.get('format')}, not a "
-                                      f"dense index of format {FORMAT}: rebuild it with: "
-                                      f"{rebuild_command(d, corpus, 'dense')}")
         verify_files(d, meta)
         faiss = _import_faiss()
         try:

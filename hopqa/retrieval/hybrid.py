@@ -104,18 +104,13 @@ class HybridRetriever(RetrieverBase):
         from hopqa.retrieval.indexes import open_index
         from hopqa.retrieval.store import (
             RetrievalIndexError,
-            index_kind,
             meta_corpus,
-            read_meta,
+            read_meta_of,
             rebuild_command,
         )
 
         d = Path(directory)
-        meta = read_meta(d)
-        if index_kind(meta) != "hybrid" or meta.get("format") != FORMAT:
-            raise RetrievalIndexError(f"{d} holds a {index_kind(meta)} index of format {meta.get('format')}, not a "
-                                      f"hybrid index of format {FORMAT}: rebuild it with: "
-                                      f"{rebuild_command(d, meta_corpus(meta), 'hybrid')}")
+        meta = read_meta_of(d, "hybrid", FORMAT)
         sparse = open_index(d / "bm25")  # bm25s or tantivy
         dense = DenseRetriever.load(d / "dense", embedder=embedder)
         if getattr(sparse, "size", None) != dense.size:

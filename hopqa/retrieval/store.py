@@ -95,6 +95,34 @@ def read_meta(d: Path) -> dict[str, Any]:
     return meta
 
 
+def read_meta_of(d: Path, kind: str, fmt: int) -> dict[str, Any]:
+    """``read_meta``, with ``RetrievalIndexError`` (naming the rebuild command) unless the index
+    is of ``kind`` and format ``fmt``."""
+    meta = read_meta(d)
+    if index_kind(meta) != kind or meta.get("format") != fmt:
+        raise RetrievalIndexError(f"{d} holds a {index_kind(meta)} index of format {meta.get('format')}, not a "
+                                  f"{kind} index of format {fmt}: rebuild it with: "
+                                  f"{rebuild_command(d, meta_corpus(meta), kind)}")
+    return meta
+
+
+class StoredPassages:
+    """The passages of an index by row (``passages``, ``size``) and its ``meta``."""
+
+    _passages: Sequence[Passage]
+    meta: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        """Number of indexed passages."""
+        return len(self._passages)
+
+    @property
+    def passages(self) -> Sequence[Passage]:
+        """The indexed passages by row (lazily read from disk for an mmap-loaded index)."""
+        return self._passages
+
+
 def meta_corpus(meta: dict[str, Any]) -> str | None:
     """The corpus path an index records, if any."""
     return meta.get("corpus") if isinstance(meta.get("corpus"), str) else None
