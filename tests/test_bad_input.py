@@ -92,6 +92,20 @@ CASES = [
             "rebuild it with: hopqa index " + ("CORPUS" if name == "meta.json" else "{tmp}/corpus.jsonl")
             + f" --out {{tmp}}/damaged/{name}"])
       for name in INDEX_FILES],
+    # search choices
+    Case("ask-retriever-unknown", ["ask", Q, "--retriever", "sparse"], ["argument --retriever: invalid choice: 'sparse'"]),
+    Case("ask-rerank-depth-zero", ["ask", Q, "--rerank-depth", "0"],
+         ["argument --rerank-depth: expected a whole number of at least 1"]),
+    Case("ask-index-milvus-bad-uri", ["ask", Q, "--index", "milvus://127.0.0.1:1"],
+         ["not a Milvus collection URI: 'milvus://127.0.0.1:1'"]),
+    Case("ask-index-milvus-unreachable", ["ask", Q, "--index", "milvus://127.0.0.1:1/corpus"],
+         ["cannot reach Milvus at http://127.0.0.1:1"]),
+    Case("ask-index-with-another-corpus", ["ask", Q, "--index", "{tmp}/index", "--corpus", "{tmp}/other.jsonl"],
+         ["the index in {tmp}/index was built from {tmp}/corpus.jsonl, not from the content of {tmp}/other.jsonl"]),
+    Case("eval-retriever-distractor", [*EVAL, "--retriever", "hybrid"],
+         ["distractor setting searches each question's own paragraphs"]),
+    Case("index-milvus-out-dir", ["index", "{tmp}/corpus.jsonl", "--out", "{tmp}/out", "--engine", "milvus"],
+         ["--out is then milvus://HOST:PORT/COLLECTION"]),
     # hopqa eval
     Case("eval-workers-zero", [*EVAL, "--workers", "0"], ["argument --workers: expected a whole number of at least 1"]),
     Case("eval-workers-negative", [*EVAL, "--workers", "-3"], ["argument --workers: expected a whole number"]),
@@ -158,6 +172,7 @@ def _prepare(tmp: Path) -> None:
         ("Titanic (1997 film)", "Titanic is a 1997 film directed by James Cameron."),
         ("Paris", "Paris is the capital of France.")])))
     (tmp / "empty.jsonl").write_text("")
+    (tmp / "other.jsonl").write_text(json.dumps({"id": "9", "title": "Oslo", "text": "Oslo is in Norway."}) + "\n")
     build_index(corpus, tmp / "index", progress=False)
     for name in INDEX_FILES:
         damaged = tmp / "damaged" / name
