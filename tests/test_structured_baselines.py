@@ -246,15 +246,15 @@ def _ircot_llm(steps: list[str], cls: type[ScriptedLLM] = ScriptedLLM) -> Script
 def test_ircot_structured_sentences_render_the_papers_chain_of_thought():
     free_llm = _ircot_llm(["Van Hook Township is in Mountrail County. Extra.", "So the answer is: Stanley."])
     free = build_method("ircot", free_llm, POOL, k=1, shots=1, reader="cot").answer(Q)
-    llm = _ircot_llm([js(sentence="Van Hook Township is in Mountrail County. Extra.", answer=""),
-                        js(sentence="The seat of Mountrail County is Stanley.", answer="Stanley.")])
+    llm = _ircot_llm([js(sentence="Van Hook Township is in Mountrail County. Extra."),
+                        js(sentence="So the answer is: Stanley.")])
     ans = build_method("ircot", llm, POOL, k=1, shots=1, reader="cot").answer(Q)
     assert ans.error is None and ans.answer == free.answer == "Stanley"
     assert len(llm.requests) == len(free_llm.requests) == 2  # the cot reader makes no call
     for on, off in zip(llm.requests, free_llm.requests):
         assert on.schema_dict() == ircot.REASON_SCHEMA and off.schema is None
         assert on.prompt == off.prompt + ircot.REASON_INSTRUCTION
-        assert on.max_tokens == 64 + 32 and on.stop == () and off.stop == ("\n\n", "\nQ:")
+        assert on.max_tokens == 64 + 16 and on.stop == () and off.stop == ("\n\n", "\nQ:")
     assert llm.requests[1].prompt.endswith(f"Q: {Q}\nA: Van Hook Township is in Mountrail County."
                                            + ircot.REASON_INSTRUCTION)
     assert [r.outputs["sentence"] for r in ans.trace.root.find("reason")] == [
@@ -266,7 +266,7 @@ def test_ircot_structured_sentences_render_the_papers_chain_of_thought():
 
 def test_ircot_structured_fallbacks_and_stop():
     llm = _ircot_llm(['{"sentence": "Van Hook Township is in Mountrail', "Stanley is the seat. More.",
-                      js(sentence=" ", answer="")], cls=IgnoringLLM)
+                      js(sentence=" ")], cls=IgnoringLLM)
     ans = build_method("ircot", llm, POOL, k=1, shots=1).answer(Q)
     assert ans.error is None and ans.answer == "Stanley"
     reasons = ans.trace.root.find("reason")
@@ -280,7 +280,7 @@ def test_ircot_structured_fallbacks_and_stop():
 
 
 def test_ircot_repaired_json_is_a_fallback():
-    llm = _ircot_llm(['{"sentence": "Van Hook Township is in Mountrail', js(sentence="", answer="")])
+    llm = _ircot_llm(['{"sentence": "Van Hook Township is in Mountrail', js(sentence="")])
     ans = build_method("ircot", llm, POOL, k=1, shots=1).answer(Q)
     assert parses(ans, "reason") == [
         ("sentence", "fallback", "JSON cut short, closed"),

@@ -15,13 +15,14 @@ shown without their paragraphs to save the small model's context.
 
 Structured step (``structured``, ``hopqa.methods.structured``): where the backend constrains to
 a JSON schema, each reasoning step sends the same prompt (demonstrations, paragraphs, "A:" and
-the CoT so far) followed by ``json_reply``, and the model writes ``{"sentence": str, "answer":
-str}`` (``REASON_SCHEMA``: the next sentence, then the answer, empty unless this sentence
-concludes). The step still adds one sentence (the first of ``sentence``) to the CoT, in the
-paper's text; a non-empty ``answer`` concludes, and the step's sentence is then "So the answer
-is: <answer>." (the form the demonstrations end with; the reasoning stops on it as on any "answer
-is"). A reply that is not JSON (a server that ignored the schema) is read as free text (parse
-record ``fallback``); an empty sentence and answer stop the reasoning (``failed``). In free text a
+the CoT so far) followed by ``json_reply``, and the model writes ``{"sentence": str}``
+(``REASON_SCHEMA``): the next sentence, read as the paper's text (its first sentence is added to
+the CoT), and the reasoning ends as in the paper, on a sentence with "answer is". An earlier
+schema had an ``answer`` field beside the sentence; Qwen2.5-1.5B filled it on the first step
+every time, so the reasoning stopped after one retrieval (MuSiQue dev 1-10: 2 LLM calls a
+question against 3 in free text, F1 0.19 against 0.41): a field that offers to conclude is
+taken. A reply that is not JSON (a server that ignored the schema) is read as free text (parse
+record ``fallback``); an empty sentence stops the reasoning (``failed``). In free text a
 non-empty first sentence is ``direct``, an empty generation ``failed``. The reader is no
 structured step: it stays free text.
 """
@@ -57,13 +58,12 @@ REASON_PROMPT = (
 )
 #: Structured reasoning step (``structured``): the schema, and the closing instruction appended to
 #: ``REASON_PROMPT`` (after "A:" and the CoT so far).
-REASON_SCHEMA = object_schema({"sentence": {"type": "string"}, "answer": {"type": "string"}})
+REASON_SCHEMA = object_schema({"sentence": {"type": "string"}})
 REASON_INSTRUCTION = "\n" + json_reply({
-    "sentence": "the next sentence of the reasoning",
-    "answer": "the short answer if this sentence concludes the reasoning, else empty",
+    "sentence": "the next sentence of the reasoning (the last one: So the answer is: <short answer>.)",
 })
-#: Room for the JSON wrapper of a structured call (its keys, quotes and braces) and the answer.
-JSON_TOKENS = 32
+#: Room for the JSON wrapper of a structured call (its key, quotes and braces).
+JSON_TOKENS = 16
 #: Prompt of the "direct" reader over all collected paragraphs (IRCoT's reader step; METHODS.md
 #: gives no prompt for it, so this is hopqa's wording, owned by IRCoT: it started as a copy of
 #: Retrieve-then-Read's and no longer changes with it).
@@ -83,15 +83,10 @@ def parse_sentence(text: str) -> Parsed[str]:
 
 
 def sentence_from_json(obj: dict[str, Any]) -> str | None:
-    """A ``REASON_SCHEMA`` object as the step's sentence: "So the answer is: <answer>." when
-    ``answer`` is filled, else the first sentence of ``sentence``; None when both are empty."""
-    answer = obj.get("answer")
-    answer = clean_answer(answer) if isinstance(answer, str) else ""
-    if answer:
-        return f"So the answer is: {answer}."
+    """A ``REASON_SCHEMA`` object as the step's sentence: the first sentence of ``sentence``;
+    None when it is empty or not a string."""
     sentence = obj.get("sentence")
     return (first_sentence(sentence) or None) if isinstance(sentence, str) else None
-
 
 
 @dataclass
@@ -130,7 +125,7 @@ class IRCoT(FewShotMethod):
                 prompt = REASON_PROMPT.format(
                     demos=demos, question=question, cot="".join(" " + c for c in cot),
                     passages=render_passages(self.ordered(best), total_words=cfg.total_passage_words))
-                if structured:  # max_tokens: room for the JSON wrapper and the answer too
+                if structured:  # max_tokens: room for the JSON wrapper too
                     gen = self.llm.generate(prompt + REASON_INSTRUCTION, max_tokens=cfg.max_tokens + JSON_TOKENS,
                                             schema=REASON_SCHEMA)
                     parsed = read(gen.text, True, sentence_from_json, parse_sentence, field="sentence",
