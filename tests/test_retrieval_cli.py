@@ -112,3 +112,24 @@ def test_the_llm_reranker_judges_with_the_model_and_its_calls_are_traced(tmp_pat
         stack.extend(step.get("children") or ())
     assert 1 <= len(prompts) <= 3 and answer["usage"]["llm_calls"] >= len(prompts) + 1
     assert len(answer["passages"]) <= 2
+
+
+def test_setup_builds_the_demo_corpus_index_of_each_retriever_asked(tmp_path, monkeypatch, capsys):
+    """hopqa setup --retriever dense --retriever hybrid asks corpus_retriever for each kind over
+    the demo corpus (the real build embeds 13,529 passages: stubbed here, run by hand)."""
+    import hopqa.build
+    import hopqa.demo
+    from hopqa.cli import main
+
+    asked = []
+
+    class Built:
+        def __init__(self, kind):
+            self.name, self.size = f"{kind}:stub", 1
+
+    monkeypatch.setattr(hopqa.demo, "demo_retriever", lambda home: Built("bm25"))
+    monkeypatch.setattr(hopqa.build, "corpus_retriever", lambda home, kind: asked.append(kind) or Built(kind))
+    assert main(["setup", "--home", str(tmp_path), "--retriever", "dense", "--retriever", "hybrid"]) == 0
+    assert asked == ["dense", "hybrid"]
+    out = capsys.readouterr().out
+    assert "dense index (dense:stub)" in out and "hybrid index (hybrid:stub)" in out
