@@ -2,7 +2,7 @@
 supporting paragraphs on the demo corpus for every retriever (issue 17).
 
     .venv/bin/python benchmarks/retrieval.py [--part engines] [--part recall]
-        [--sizes 10000,25000,50000,100000] [--home DIR] [--limit N]
+        [--sizes 10000,25000,50000,100000] [--home DIR] [--limit 100]
 
 ``engines``: synthetic corpora (~100-word passages over a Zipfian vocabulary, 300 queries of
 8-15 words) at each size: bm25s (hopqa's backend choice: numpy below 200k passages) and
@@ -15,7 +15,8 @@ dimensions, no embedding) — build seconds and p50 / p95 ms. These figures set
 MuSiQue, HotpotQA and 2WikiMultihopQA shipped with hopqa, Recall@5 / @10 / @20 (the share of a
 question's gold supporting paragraphs among the top k, averaged over questions) of BM25
 (bm25s), BM25 (tantivy), dense (all-MiniLM-L6-v2, faiss flat), hybrid (RRF) and hybrid reranked
-by the MiniLM bi-encoder (depth 50), with each retriever's query p50 / p95 ms. The first run
+by the MiniLM bi-encoder (depth 30), with each retriever's query p50 / p95 ms, on the first
+100 dev questions of each (``--limit``). The first run
 embeds the demo corpus (about 9 minutes on 2 cores; cached in <home>/cache/embeddings).
 
 Run nothing else meanwhile (the embedded LLM busy-waits on both cores).
@@ -160,7 +161,7 @@ def bench_recall(home: Path, limit: int | None) -> None:
         print(f"| {name} | {time.perf_counter() - t0:.1f} | {du_mb(out / name.split()[0] / engine):.0f} |", flush=True)
     hybrid = HybridRetriever([built["bm25 (bm25s)"], built["dense (MiniLM, faiss flat)"]])
     built["hybrid (RRF)"] = hybrid
-    built["hybrid + bi-encoder rerank (depth 50)"] = RerankingRetriever(hybrid, BiEncoderReranker(embedder), depth=50)
+    built["hybrid + bi-encoder rerank (depth 30)"] = RerankingRetriever(hybrid, BiEncoderReranker(embedder), depth=30)
     print("\n## Recall of the gold supporting paragraphs, demo corpus (open setting)")
     print("| dataset | questions | retriever | R@5 | R@10 | R@20 | p50 ms | p95 ms |")
     print("|---|---|---|---|---|---|---|---|")
@@ -185,7 +186,7 @@ def main() -> None:
     ap.add_argument("--part", action="append", choices=("engines", "recall"))
     ap.add_argument("--sizes", default="10000,25000,50000,100000")
     ap.add_argument("--home", help="hopqa home (default: ~/.cache/hopqa)")
-    ap.add_argument("--limit", type=int, help="first N dev questions per dataset")
+    ap.add_argument("--limit", type=int, default=100, help="first N dev questions per dataset (default 100)")
     args = ap.parse_args()
     from hopqa.config import default_home
 
