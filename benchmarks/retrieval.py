@@ -170,6 +170,8 @@ def bench_recall(home: Path, limit: int | None) -> None:
         for name, retriever in built.items():
             recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
             lat = []
+            retriever.search("warm-up query (ONNX export, numba, caches)", 20)
+            embedder._cache.clear()  # every retriever encodes its own queries and passages: no reuse across rows
             for ex in examples:
                 t0 = time.perf_counter()
                 hits = retriever.search(ex.question, 20)
