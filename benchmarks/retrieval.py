@@ -11,13 +11,16 @@ shows there) and query p50 / p95 ms; faiss exact and HNSW over random unit vecto
 dimensions, no embedding) — build seconds and p50 / p95 ms. These figures set
 ``hopqa.retrieval.indexes.TANTIVY_MIN_DOCS``.
 
+``hnsw``: HNSW's recall@10 against exact search on the demo corpus's real MiniLM vectors
+(after ``recall``, which builds them) at efSearch 32-256.
+
 ``recall``: the demo corpus (13,529 passages) in the open setting; for the dev questions of
 MuSiQue, HotpotQA and 2WikiMultihopQA shipped with hopqa, Recall@5 / @10 / @20 (the share of a
 question's gold supporting paragraphs among the top k, averaged over questions) of BM25
 (bm25s), BM25 (tantivy), dense (all-MiniLM-L6-v2, faiss flat), hybrid (RRF) and hybrid reranked
 by the MiniLM bi-encoder (depth 30), with each retriever's query p50 / p95 ms, on the first
 100 dev questions of each (``--limit``). The first run
-embeds the demo corpus (about 9 minutes on 2 cores; cached in <home>/cache/embeddings).
+embeds the demo corpus (168 s on 2 cores; cached in <home>/cache/embeddings).
 
 Run nothing else meanwhile (the embedded LLM busy-waits on both cores).
 """
@@ -183,20 +186,57 @@ def bench_recall(home: Path, limit: int | None) -> None:
                   + f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f} |", flush=True)
 
 
+def bench_hnsw(home: Path, limit: int | None) -> None:
+    """HNSW against exact search on real vectors: the demo corpus's MiniLM vectors (from the
+    dense index the recall part built) and the dev questions as queries, at several efSearch."""
+    import faiss
+    import numpy as np
+
+    from hopqa.datasets import load_dataset
+    from hopqa.embed import load_embedder
+
+    flat = faiss.read_index(str(home / "bench-retrieval" / "dense" / "auto" / "vectors.faiss"))
+    x = flat.reconstruct_n(0, flat.ntotal)
+    questions = [ex.question for d in ("musique", "hotpotqa", "2wikimultihopqa") for ex in load_dataset(d, "dev", limit=limit)]
+    q = np.ascontiguousarray(load_embedder().encode(questions), dtype=np.float32)
+    _, exact = flat.search(q, 10)
+    t0 = time.perf_counter()
+    hnsw = faiss.IndexHNSWFlat(x.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = 40
+    hnsw.add(x)
+    build = time.perf_counter() - t0
+    print(f"\n## HNSW (M 32, efConstruction 40) on the demo corpus's MiniLM vectors ({flat.ntotal:,}), "
+          f"{len(questions)} dev questions, k=10; built in {build:.1f} s")
+    print("| efSearch | recall@10 vs exact | p50 ms | p95 ms |")
+    print("|---|---|---|---|")
+    for ef in (32, 64, 128, 256):
+        hnsw.hnsw.efSearch = ef
+        lat, found = [], []
+        for v in q:
+            t0 = time.perf_counter()
+            _, rows = hnsw.search(v[None, :], 10)
+            lat.append((time.perf_counter() - t0) * 1000)
+            found.append(rows[0])
+        recall = statistics.mean(len(set(a.tolist()) & set(b.tolist())) / 10 for a, b in zip(found, exact))
+        print(f"| {ef} | {recall:.3f} | {statistics.median(lat):.2f} | {pct(lat, 0.95):.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", action="append", choices=("engines", "recall"))
+    ap.add_argument("--part", action="append", choices=("engines", "recall", "hnsw"))
     ap.add_argument("--sizes", default="10000,25000,50000,100000")
     ap.add_argument("--home", help="hopqa home (default: ~/.cache/hopqa)")
     ap.add_argument("--limit", type=int, default=100, help="first N dev questions per dataset (default 100)")
     args = ap.parse_args()
     from hopqa.config import default_home
 
-    parts = args.part or ["engines", "recall"]
+    parts = args.part or ["engines", "recall", "hnsw"]
     if "engines" in parts:
         bench_engines([int(s) for s in args.sizes.split(",")])
     if "recall" in parts:
         bench_recall(default_home(args.home), args.limit)
+    if "hnsw" in parts:
+        bench_hnsw(default_home(args.home), args.limit)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_hnsw_and_flat_agree_on_a_small_corpus():
     emb = LexicalEmbedder(dim=512)
     flat = DenseRetriever.build(PASSAGES, emb, faiss_kind="flat", progress=False)
     hnsw = DenseRetriever.build(PASSAGES, emb, faiss_kind="hnsw", progress=False)
-    assert hnsw.faiss_kind == "hnsw" and hnsw.meta["ef_search"] == 64
+    assert hnsw.faiss_kind == "hnsw" and hnsw.meta["ef_search"] == 128
     for q in ["capital of Germany", "edible fruit", "river in Africa"]:
         assert ids(flat.search(q, 2)) == ids(hnsw.search(q, 2))
     with pytest.raises(ValueError, match="unknown faiss"):

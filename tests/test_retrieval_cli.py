@@ -115,8 +115,9 @@ def test_the_llm_reranker_judges_with_the_model_and_its_calls_are_traced(tmp_pat
 
 
 def test_setup_builds_the_demo_corpus_index_of_each_retriever_asked(tmp_path, monkeypatch, capsys):
-    """hopqa setup --retriever dense --retriever hybrid asks corpus_retriever for each kind over
-    the demo corpus (the real build embeds 13,529 passages: stubbed here, run by hand)."""
+    """hopqa setup builds the dense and hybrid demo indexes (or those --retriever names, or
+    none with --bm25-only) through corpus_retriever (the real build embeds 13,529 passages:
+    stubbed here; benchmarks/retrieval.py times it)."""
     import hopqa.build
     import hopqa.demo
     from hopqa.cli import main
@@ -129,7 +130,17 @@ def test_setup_builds_the_demo_corpus_index_of_each_retriever_asked(tmp_path, mo
 
     monkeypatch.setattr(hopqa.demo, "demo_retriever", lambda home: Built("bm25"))
     monkeypatch.setattr(hopqa.build, "corpus_retriever", lambda home, kind: asked.append(kind) or Built(kind))
-    assert main(["setup", "--home", str(tmp_path), "--retriever", "dense", "--retriever", "hybrid"]) == 0
+    assert main(["setup", "--home", str(tmp_path)]) == 0  # by default: dense and hybrid
     assert asked == ["dense", "hybrid"]
     out = capsys.readouterr().out
     assert "dense index (dense:stub)" in out and "hybrid index (hybrid:stub)" in out
+    assert main(["setup", "--home", str(tmp_path), "--retriever", "hybrid"]) == 0 and asked[2:] == ["hybrid"]
+    assert main(["setup", "--home", str(tmp_path), "--bm25-only"]) == 0 and len(asked) == 3
+
+    def unavailable(home, kind):
+        raise hopqa.build.BuildError("dense retrieval needs sentence-transformers")
+
+    monkeypatch.setattr(hopqa.build, "corpus_retriever", unavailable)
+    assert main(["setup", "--home", str(tmp_path)]) == 0  # by default a note, not a failure
+    assert "no dense index of the demo corpus: dense retrieval needs" in capsys.readouterr().err
+    assert main(["setup", "--home", str(tmp_path), "--retriever", "dense"]) == 2

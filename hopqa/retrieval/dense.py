@@ -8,12 +8,12 @@ hit's ``score``. A query is embedded the same way (without a title).
 
 The faiss index (``faiss="auto"``): exact search (``IndexFlatIP``) below ``FLAT_MAX_DOCS``
 passages (50,000), HNSW above (``IndexHNSWFlat``, 32 links per node, ``efConstruction`` 40,
-``efSearch`` 64: recall@10 0.999 against exact search at 200k passages, 0.19 ms a query,
-RETRIEVAL.md); ``faiss="flat"`` or ``"hnsw"`` forces one. The choice is recorded in
-``meta.json``.
+``efSearch`` 128: recall@10 0.998 against exact search on the demo corpus's MiniLM vectors
+for its dev questions, 0.27 ms a query; 0.994 at 64, 0.977 at 32 — ``benchmarks/retrieval.py``);
+``faiss="flat"`` or ``"hnsw"`` forces one. The choice is recorded in ``meta.json``.
 
-Embedding a corpus is the slow part (22-34 passages a second on 2 CPU cores: 20k passages
-take about 15 minutes). With a ``cache_dir`` the vectors are written there in chunks of
+Embedding a corpus is the slow part (on 2 CPU cores: the 13,529 demo passages in 168 s, 80 a
+second; 22-34 a second for passages of 150-200 tokens, RETRIEVAL.md). With a ``cache_dir`` the vectors are written there in chunks of
 ``CHUNK_SIZE`` passages under a folder named by the model and the passages' fingerprint
 (``EmbeddingCache``), each chunk atomically once it is complete: an interrupted build run again
 embeds only the chunks it had not finished, and a later build of the same passages with the
@@ -65,8 +65,8 @@ from hopqa.types import Passage
 FORMAT = 1
 #: Exact search up to this many passages, HNSW above (``faiss="auto"``).
 FLAT_MAX_DOCS = 50_000
-#: HNSW parameters (RETRIEVAL.md: recall@10 0.999 at efSearch 32 on 200k vectors).
-HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 40, 64
+#: HNSW parameters (benchmarks/retrieval.py: recall@10 0.998 at efSearch 128 on real MiniLM vectors).
+HNSW_LINKS, HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH = 32, 40, 128
 #: Passages per chunk of the embedding cache (a crash loses at most one chunk's work).
 CHUNK_SIZE = 1024
 VECTORS_FILE = "vectors.faiss"

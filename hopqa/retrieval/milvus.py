@@ -16,7 +16,7 @@ Collection schema (``hopqa index CORPUS --engine milvus --out milvus://...``):
   >= 2.5), indexed ``SPARSE_INVERTED_INDEX`` with the BM25 metric;
 - ``dense`` FLOAT_VECTOR (when built with an embedder): ``title. text`` embedded as dense
   retrieval does (``hopqa.retrieval.dense``), L2-normalised, indexed HNSW (M 32,
-  efConstruction 40; searched with ef 64) with the inner product.
+  efConstruction 40; searched with ef 128) with the inner product.
 
 hopqa's metadata (kind, embedder, dimension, corpus fingerprint, number of passages, whether
 the load completed) is a collection property, ``hopqa.meta``. Loading is resumable: passages
@@ -54,7 +54,7 @@ MODES = ("bm25", "dense", "hybrid")
 ANALYZER = {"tokenizer": "standard",
             "filter": ["lowercase", {"type": "stop", "stop_words": list(STOPWORDS_EN)},
                        {"type": "stemmer", "language": "english"}]}
-HNSW_PARAMS, EF_SEARCH, RRF_K = {"M": 32, "efConstruction": 40}, 64, 60
+HNSW_PARAMS, EF_SEARCH, RRF_K = {"M": 32, "efConstruction": 40}, 128, 60
 #: Passages embedded and upserted per batch (and per embedding-cache chunk).
 BATCH = 1024
 MAX_VARCHAR = 65_535
