@@ -14,6 +14,9 @@ dimensions, no embedding) — build seconds and p50 / p95 ms. These figures set
 ``hnsw``: HNSW's recall@10 against exact search on the demo corpus's real MiniLM vectors
 (after ``recall``, which builds them) at efSearch 32-256.
 
+``milvus``: the demo corpus in milvus-lite (started here) searched in each mode (recall and
+query times; milvus-lite's speed is not a Milvus server's).
+
 ``recall``: the demo corpus (13,529 passages) in the open setting; for the dev questions of
 MuSiQue, HotpotQA and 2WikiMultihopQA shipped with hopqa, Recall@5 / @10 / @20 (the share of a
 question's gold supporting paragraphs among the top k, averaged over questions) of BM25
@@ -221,22 +224,80 @@ def bench_hnsw(home: Path, limit: int | None) -> None:
         print(f"| {ef} | {recall:.3f} | {statistics.median(lat):.2f} | {pct(lat, 0.95):.2f} |", flush=True)
 
 
+def bench_milvus(home: Path, limit: int | None) -> None:
+    """The demo corpus loaded into milvus-lite (started here on 127.0.0.1; the vectors come from
+    the embedding cache the recall part filled): load seconds, then each search mode's recall
+    and query times. milvus-lite is a reimplementation for testing client code: its speed is
+    not a Milvus server's."""
+    import socket
+    import subprocess
+    import sys
+
+    from hopqa.datasets import load_dataset
+    from hopqa.demo import build_demo_corpus
+    from hopqa.embed import load_embedder
+    from hopqa.retrieval.indexes import build_corpus_index, open_index
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = Path(tempfile.mkdtemp())
+    server = subprocess.Popen([sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data), "--host",
+                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        uri = f"milvus://127.0.0.1:{port}/demo"
+        embedder = load_embedder()
+        t0 = time.perf_counter()
+        build_corpus_index(build_demo_corpus(home), uri, "hybrid", engine="milvus", embedder=embedder,
+                           cache_dir=home / "cache" / "embeddings", progress=False, overwrite=True)
+        print(f"\n## milvus-lite (demo corpus loaded in {time.perf_counter() - t0:.1f} s, vectors from the cache)")
+        print("| dataset | mode | R@5 | R@10 | R@20 | p50 ms | p95 ms |")
+        print("|---|---|---|---|---|---|---|")
+        for dataset in ("musique", "hotpotqa", "2wikimultihopqa"):
+            examples = [ex for ex in load_dataset(dataset, "dev", limit=limit) if ex.supporting]
+            for mode in ("bm25", "dense", "hybrid"):
+                retriever = open_index(uri, embedder=embedder, mode=mode)
+                retriever.search("warm-up query", 20)
+                recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
+                lat = []
+                for ex in examples:
+                    t0 = time.perf_counter()
+                    hits = retriever.search(ex.question, 20)
+                    lat.append((time.perf_counter() - t0) * 1000)
+                    gold = {_key(p) for p in ex.supporting}
+                    for k in recalls:
+                        recalls[k].append(len(gold & {_key(p) for p in hits[:k]}) / len(gold))
+                print(f"| {dataset} | {mode} | " + " | ".join(f"{statistics.mean(v):.3f}" for v in recalls.values())
+                      + f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f} |", flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", action="append", choices=("engines", "recall", "hnsw"))
+    ap.add_argument("--part", action="append", choices=("engines", "recall", "hnsw", "milvus"))
     ap.add_argument("--sizes", default="10000,25000,50000,100000")
     ap.add_argument("--home", help="hopqa home (default: ~/.cache/hopqa)")
     ap.add_argument("--limit", type=int, default=100, help="first N dev questions per dataset (default 100)")
     args = ap.parse_args()
     from hopqa.config import default_home
 
-    parts = args.part or ["engines", "recall", "hnsw"]
+    parts = args.part or ["engines", "recall", "hnsw", "milvus"]
     if "engines" in parts:
         bench_engines([int(s) for s in args.sizes.split(",")])
     if "recall" in parts:
         bench_recall(default_home(args.home), args.limit)
     if "hnsw" in parts:
         bench_hnsw(default_home(args.home), args.limit)
+    if "milvus" in parts:
+        bench_milvus(default_home(args.home), args.limit)
 
 
 if __name__ == "__main__":

@@ -143,3 +143,16 @@ def test_milvus_from_the_cli_with_the_real_embedder(milvus, tmp_path):
     from tests.test_retrieval_cli import _retrievers
 
     assert _retrievers(answer) == {"milvus-dense:all-MiniLM-L6-v2"}
+
+
+def test_milvus_reuses_the_vectors_of_a_dense_index_of_the_same_corpus(milvus, tmp_path):
+    from tests.test_dense import CountingEmbedder
+
+    corpus = tmp_path / "c.jsonl"
+    write_corpus([*PASSAGES, PASSAGES[2]], corpus)  # a duplicate: both drop it the same way
+    first, again = CountingEmbedder(), CountingEmbedder()
+    build_corpus_index(corpus, tmp_path / "dense", "dense", embedder=first, cache_dir=tmp_path / "cache",
+                       progress=False)
+    build_corpus_index(corpus, f"{milvus}/hopqa_shared", "hybrid", engine="milvus", embedder=again,
+                       cache_dir=tmp_path / "cache", progress=False, overwrite=True)
+    assert first.batches == 1 and again.batches == 0

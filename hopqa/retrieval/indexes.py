@@ -37,6 +37,7 @@ from hopqa.retrieval.store import (
     IndexDamagedError,
     RetrievalIndexError,
     index_kind,
+    passages_fingerprint,
     read_corpus_file,
     read_meta,
     write_meta,
@@ -148,11 +149,15 @@ def _load_milvus(path: Path, uri: str, kind: str, *, embedder: Any, model: str |
 
         embedder = load_embedder(model)
     stat, fingerprint = file_stat(path), corpus_fingerprint(path)
+    cache_key = None
+    if kind != "bm25":  # the passages' fingerprint (a first, quiet pass): dense indexes share the vectors
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cache_key = passages_fingerprint(iter_dedupe(read_corpus(path, CorpusStats())))
     stats = CorpusStats()
-    dropped = [0]
     retriever = MilvusRetriever.build(
-        uri, iter_dedupe(read_corpus(path, stats), dropped), embedder=embedder if kind != "bm25" else None,
-        fingerprint=fingerprint, cache_dir=cache_dir, progress=progress, overwrite=overwrite,
+        uri, iter_dedupe(read_corpus(path, stats)), embedder=embedder if kind != "bm25" else None,
+        fingerprint=fingerprint, cache_key=cache_key, cache_dir=cache_dir, progress=progress, overwrite=overwrite,
         extra_meta={"corpus": str(path.resolve()), "corpus_stat": stat})
     return retriever
 

@@ -166,11 +166,13 @@ class MilvusRetriever(RetrieverBase):
     # -- loading a corpus ------------------------------------------------------------------
     @classmethod
     def build(cls, uri: str, passages: Iterable[Passage], *, embedder: Any = None, fingerprint: str,
-              cache_dir: Any = None, progress: bool = True, total: int | None = None,
+              cache_key: str | None = None, cache_dir: Any = None, progress: bool = True, total: int | None = None,
               extra_meta: dict[str, Any] | None = None, overwrite: bool = False) -> MilvusRetriever:
         """Load ``passages`` (already deduplicated) into the collection ``uri`` names, with dense
         vectors when ``embedder`` is given (module docstring: resumable, batches of ``BATCH``).
-        ``fingerprint`` identifies the corpus (the embedding cache's key)."""
+        ``fingerprint`` identifies the corpus; ``cache_key`` (default ``fingerprint``) names its
+        vectors in the embedding cache — the passages' fingerprint shares them with dense
+        indexes of the same passages."""
         client, collection = _client(uri)
         old = read_meta(client, collection)
         kind = "hybrid" if embedder is not None else "bm25"
@@ -192,7 +194,8 @@ class MilvusRetriever(RetrieverBase):
                 client.create_collection(collection, schema=schema, index_params=index)
             client.alter_collection_properties(collection, properties={META_PROPERTY: json.dumps(meta)})
 
-        cache = EmbeddingCache(cache_dir, model, fingerprint) if (embedder is not None and cache_dir is not None) else None
+        cache = (EmbeddingCache(cache_dir, model, cache_key or fingerprint)
+                 if (embedder is not None and cache_dir is not None) else None)
         bar = progress_bar(total=total, desc="loading into Milvus", enabled=progress, unit=" passages", mininterval=0.5)
         rows = 0
         try:
