@@ -143,6 +143,21 @@ def _key(p: Any) -> tuple[str, str]:
     return (" ".join(p.title.split()), " ".join(p.text.split()))
 
 
+def recall_cells(retriever: Any, examples: list[Any]) -> str:
+    """R@5 | R@10 | R@20 of the gold supporting paragraphs, then query p50 | p95 ms."""
+    recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
+    lat = []
+    for ex in examples:
+        t0 = time.perf_counter()
+        hits = retriever.search(ex.question, 20)
+        lat.append((time.perf_counter() - t0) * 1000)
+        gold = {_key(p) for p in ex.supporting}
+        for k in recalls:
+            recalls[k].append(len(gold & {_key(p) for p in hits[:k]}) / len(gold))
+    return " | ".join(f"{statistics.mean(v):.3f}" for v in recalls.values()) + \
+        f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f}"
+
+
 def bench_recall(home: Path, limit: int | None) -> None:
     from hopqa.datasets import load_dataset
     from hopqa.demo import build_demo_corpus
@@ -174,19 +189,9 @@ def bench_recall(home: Path, limit: int | None) -> None:
     for dataset in ("musique", "hotpotqa", "2wikimultihopqa"):
         examples = [ex for ex in load_dataset(dataset, "dev", limit=limit) if ex.supporting]
         for name, retriever in built.items():
-            recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
-            lat = []
             retriever.search("warm-up query (ONNX export, numba, caches)", 20)
             embedder._cache.clear()  # every retriever encodes its own queries and passages: no reuse across rows
-            for ex in examples:
-                t0 = time.perf_counter()
-                hits = retriever.search(ex.question, 20)
-                lat.append((time.perf_counter() - t0) * 1000)
-                gold = {_key(p) for p in ex.supporting}
-                for k in recalls:
-                    recalls[k].append(len(gold & {_key(p) for p in hits[:k]}) / len(gold))
-            print(f"| {dataset} | {len(examples)} | {name} | " + " | ".join(f"{statistics.mean(v):.3f}" for v in recalls.values())
-                  + f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f} |", flush=True)
+            print(f"| {dataset} | {len(examples)} | {name} | {recall_cells(retriever, examples)} |", flush=True)
 
 
 def bench_hnsw(home: Path, limit: int | None) -> None:
@@ -263,17 +268,7 @@ def bench_milvus(home: Path, limit: int | None) -> None:
             for mode in ("bm25", "dense", "hybrid"):
                 retriever = open_index(uri, embedder=embedder, mode=mode)
                 retriever.search("warm-up query", 20)
-                recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
-                lat = []
-                for ex in examples:
-                    t0 = time.perf_counter()
-                    hits = retriever.search(ex.question, 20)
-                    lat.append((time.perf_counter() - t0) * 1000)
-                    gold = {_key(p) for p in ex.supporting}
-                    for k in recalls:
-                        recalls[k].append(len(gold & {_key(p) for p in hits[:k]}) / len(gold))
-                print(f"| {dataset} | {mode} | " + " | ".join(f"{statistics.mean(v):.3f}" for v in recalls.values())
-                      + f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f} |", flush=True)
+                print(f"| {dataset} | {mode} | {recall_cells(retriever, examples)} |", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=30)
