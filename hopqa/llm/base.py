@@ -57,6 +57,9 @@ STRUCTURED = "structured"  # output constrained to a JSON schema (``schema=``)
 REPLY_CHARS_PER_TOKEN = 16
 #: Characters always accepted, however small ``max_tokens`` is.
 MIN_REPLY_CHARS = 2000
+#: Characters per token of ``LLMBase.count_tokens``'s estimate for a backend that cannot
+#: tokenize (deliberately low: the estimate must not undercount).
+CHARS_PER_TOKEN_ESTIMATE = 3
 
 
 class LLMError(RuntimeError):
@@ -220,6 +223,9 @@ class LLMBase:
     name: str = "llm"
     capabilities: frozenset[str] = frozenset({GENERATE})
     max_concurrency: int = 1
+    #: The model's context window in tokens (prompt and completion together), None when the
+    #: backend does not know it (an OpenAI-compatible server without ``?context=N``).
+    context_tokens: int | None = None
 
     def __init__(self) -> None:
         self._slots = threading.BoundedSemaphore(max(1, self.max_concurrency))
@@ -237,6 +243,13 @@ class LLMBase:
 
     def capability_hint(self, capability: str) -> str:
         return ""
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens ``text`` takes in a prompt: exact where the backend can tokenize (the
+        embedded model), else an upper estimate, one token per ``CHARS_PER_TOKEN_ESTIMATE``
+        characters (English runs about 4 characters a token), so a prompt filled to a budget
+        with this count does not overflow."""
+        return -(-len(text) // CHARS_PER_TOKEN_ESTIMATE)
 
     # -- public API ------------------------------------------------------------------------
     def supports(self, capability: str) -> bool:
@@ -310,10 +323,14 @@ class LLMWrapper(LLMBase):
         self.name = inner.name
         self.capabilities = inner.capabilities
         self.max_concurrency = inner.max_concurrency
+        self.context_tokens = inner.context_tokens
         super().__init__()
 
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
 
     def capability_hint(self, capability: str) -> str:
         return self.inner.capability_hint(capability)

@@ -206,6 +206,7 @@ class LlamaCppLLM(LLMBase):
         else:
             self.path = resolve_model(model, Path(home))
             self._llm = Llama(model_path=str(self.path), **kwargs)
+        self.context_tokens = int(self._llm.n_ctx())
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
         #: Positions [0, _canonical) of the KV cache were evaluated as whole aligned blocks.
@@ -220,6 +221,10 @@ class LlamaCppLLM(LLMBase):
             size = None
         return {"backend": "llama.cpp", "model": self.path.name, "size": size, "chat": self.config.chat,
                 "block": self.config.block}
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (without a chat template's tokens)."""
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def capability_hint(self, capability: str) -> str:
         if capability == LOGPROBS:

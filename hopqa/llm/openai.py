@@ -75,6 +75,7 @@ OPTION_FORMS = {
     "logprobs": "logprobs=1|0",
     "loglikelihood": "loglikelihood=echo|0",
     "structured": "structured=1|0 (send JSON schemas as response_format)",
+    "context": "context=TOKENS (the model's context window, for methods that fill a prompt to it)",
 }
 #: Spec options that are not written as their field: option -> (field, {word: the field's value
 #: as text}); such an option accepts only its words. The other options are fields of their name.
@@ -102,6 +103,9 @@ class OpenAIConfig:
     logprobs: bool = True
     loglikelihood: bool = False
     structured: bool = True
+    #: The model's context window in tokens (``?context=N``), for methods that fill a prompt
+    #: up to it (Tree of Reviews' reader); None: unknown (such a method then uses its default).
+    context: int | None = field(default=None, metadata={"range": (1, None)})
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -208,6 +212,7 @@ class OpenAICompatibleLLM(LLMBase):
         if config.structured:
             caps.add(STRUCTURED)
         self.capabilities = frozenset(caps)
+        self.context_tokens = config.context
         super().__init__()
         #: Index into ``RESPONSE_FORMATS`` of the first form this server has not refused.
         self._format = 0
