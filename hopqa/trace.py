@@ -4,7 +4,9 @@ A method opens steps with ``trace.step(kind, **inputs)`` (a context manager); th
 open in the current thread / task is the *current step*, and the traced LLM and retriever
 (``hopqa.runtime``) attach their calls to it. Work handed to a thread pool keeps its parent
 step when submitted through ``submit`` (which copies the context: the context-keeping pool
-lives here, below the LLM layer, so that layer can use it too).
+lives here, below the LLM layer, so that layer can use it too). A step can also be made first
+and entered later, from any thread: ``child_step`` makes it, ``within(step)`` makes it current
+(a tree search reviews sibling nodes concurrently, each node's calls on its own step).
 
 Parse records: a step that reads a structured output (a plan, a confidence, an action) records
 how it parsed with ``Step.record_parse(field, status, how)``: ``direct`` (the format the prompt
@@ -344,22 +346,17 @@ def _hop_of(s: Step, depth: int) -> Hop:
                label=str(info.get("label", "")), depth=depth, passages=list(passages))
 
 
-@contextmanager
-def _open(parent: Step, kind: str, inputs: dict[str, Any]) -> Iterator[Step]:
+def _new_child(parent: Step, kind: str, inputs: dict[str, Any]) -> Step:
     s = Step(kind=kind, inputs={k: _jsonable(v) for k, v in inputs.items()})
-    s.started = time.time()
     s._trace_key = getattr(parent, "_trace_key", None)
     parent.add_child(s)
-    token = _current.set(s)
-    t0 = time.perf_counter()
-    try:
+    return s
+
+
+@contextmanager
+def _open(parent: Step, kind: str, inputs: dict[str, Any]) -> Iterator[Step]:
+    with within(_new_child(parent, kind, inputs)) as s:
         yield s
-    except BaseException as exc:
-        s.error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        s.seconds = time.perf_counter() - t0
-        _current.reset(token)
 
 
 @contextmanager
@@ -380,3 +377,31 @@ def step(kind: str, **inputs: Any) -> Iterator[Step]:
 def current_step() -> Step | None:
     """The step open in the current context, whichever trace it belongs to."""
     return _current.get()
+
+
+def child_step(kind: str, **inputs: Any) -> Step:
+    """A new child of the current step, not entered: work for it runs later, possibly in
+    another thread, inside ``within(step)`` (a tree search reviews sibling nodes concurrently
+    and then visits them in order, each node's calls landing on its own step)."""
+    parent = _current.get()
+    return _new_child(parent if parent is not None else Step(kind="detached"), kind, inputs)
+
+
+@contextmanager
+def within(s: Step) -> Iterator[Step]:
+    """Make ``s`` (from ``child_step``) the current step for the block: calls and steps opened
+    inside attach to it; the block's time is added to its ``seconds``, an escaping exception
+    is recorded on it and re-raised."""
+    if not s.started:
+        s.started = time.time()
+    token = _current.set(s)
+    t0 = time.perf_counter()
+    try:
+        yield s
+    except BaseException as exc:
+        s.error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        with s._lock:
+            s.seconds += time.perf_counter() - t0
+        _current.reset(token)
