@@ -182,6 +182,9 @@ class Answer:
     trace: Trace | None = None
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    #: Per-question figures a method reports about its own work (Tree of Reviews:
+    #: ``docs_reviewed``, ``evidence``); the evaluation adds them to the question's metrics.
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def hops(self) -> list[Any]:
@@ -198,6 +201,7 @@ class Answer:
             "passages": [p.to_dict() for p in self.passages],
             "usage": self.usage.to_dict(),
             "error": self.error,
+            "metrics": dict(self.metrics),
             "trace": self.trace.to_dict() if self.trace is not None else None,
         }
 
@@ -213,4 +217,5 @@ class Answer:
             trace=Trace.from_dict(d["trace"]) if d.get("trace") else None,
             usage=Usage.from_dict(d.get("usage") or {}),
             error=d.get("error"),
+            metrics={str(k): float(v) for k, v in (d.get("metrics") or {}).items()},
         )

@@ -102,6 +102,7 @@ def _record(example: Example, answer: Answer, setting: str, judge: Any | None, s
     metrics = score_answer(answer.answer, example.answers, answer.passages, example.supporting,
                            dataset=example.dataset, support_k=support_k,
                            gold_titles=example.extras.get("supporting_titles") or ())
+    metrics.update(answer.metrics)  # the method's own figures (Tree of Reviews' #Doc, #Evidence)
     judge_reply = None
     if judge is not None and not answer.error:
         try:
@@ -345,5 +346,8 @@ def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
     }
+    if "docs_reviewed" in metrics and cost["llm_calls_per_q"]:
+        # Tree of Reviews' "Rate" (Table 5): distinct paragraphs reviewed per LLM call, of the means
+        metrics["docs_per_call"] = metrics["docs_reviewed"] / cost["llm_calls_per_q"]
     failed = sum(r.get("status") == "failed" for r in records)
     return RunSummary(n=n, done=n, failed=failed, metrics=metrics, cost=cost, path=path)

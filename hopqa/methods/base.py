@@ -38,7 +38,7 @@ import copy
 import importlib
 import time
 from collections.abc import Iterator, MutableMapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from hopqa.config import MAX_QUESTION_CHARS
@@ -155,6 +155,8 @@ class Result:
 
     answer: str
     passages: list[Passage]
+    #: Figures the method reports about its own work (``Answer.metrics``).
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 class Method:
@@ -185,11 +187,12 @@ class Method:
         trace = Trace(question=question, method=self.name, config=asdict(self.config))
         t0 = time.perf_counter()
         text, passages, error = "", [], None
+        figures: dict[str, float] = {}
         try:
             question = self.validate(question)
             with accounting(usage), trace.activate():
                 result = self.run(question)
-            text, passages = result.answer, result.passages
+            text, passages, figures = result.answer, result.passages, dict(result.metrics)
         except Exception as exc:  # recorded, never lost: see the module docstring
             error = f"{type(exc).__name__}: {exc}"
             if trace.root.error is None:
@@ -197,7 +200,7 @@ class Method:
         usage.seconds = time.perf_counter() - t0
         trace.root.output(answer=text, error=error)
         return Answer(question=question, answer=text, method=self.name, passages=passages, trace=trace,
-                      usage=usage, error=error)
+                      usage=usage, error=error, metrics=figures)
 
     def answer_or_raise(self, question: str) -> Answer:
         """Like ``answer`` but raises ``RuntimeError`` when the method failed."""
@@ -282,6 +285,8 @@ BUILTIN_METHODS: dict[str, str] = {
     "retrieve-then-read": "hopqa.methods.retrieve_read",
     "self-ask": "hopqa.methods.self_ask",
     "self-dc": "hopqa.methods.self_dc",
+    "tor": "hopqa.methods.tor.method",
+    "cor": "hopqa.methods.tor.chain",
 }
 
 
