@@ -91,7 +91,8 @@ MODEL_OPTIONS: dict[str, dict[str, Any]] = {
     "--rerank-depth": {"type": COUNT, "default": 20,
                        "help": "passages retrieved for the reranker, which keeps the best --k (default 20)"},
     "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
-    "--set": {"action": "append", "metavar": "KEY=VALUE", "help": "set a method option (repeatable)"},
+    "--set": {"action": "append", "metavar": "KEY=VALUE",
+              "help": "set a method option (repeatable); METHOD.KEY=VALUE sets it for that method only"},
     "--structured": {"choices": ("auto", "on", "off"),
                      "help": "structured outputs of every method that has structured steps: auto (JSON schemas where "
                              "the LLM backend can; the default), on, off (the papers' free text); --set "
@@ -225,7 +226,7 @@ def _build(name: str, llm: Any, retriever: Any, args: argparse.Namespace, **comp
 def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
     """The options of ``--k`` and ``--set KEY=VALUE`` for ``method``, converted and checked
     (``MethodError`` for an unknown method, ``UsageError`` for a bad option)."""
-    from hopqa.methods.base import MethodError, get_method_class, parse_option
+    from hopqa.methods.base import MethodError, get_method_class, normalize_name, parse_option
 
     cls = get_method_class(method)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
@@ -240,6 +241,11 @@ def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
     for item in args.set or []:
         key, sep, value = item.partition("=")
         key = key.strip()
+        scope, dot, scoped_key = key.partition(".")
+        if dot:  # METHOD.KEY=VALUE: for that method only (eval --method tor,cor --set tor.widths=3,2)
+            if normalize_name(scope) != normalize_name(method):
+                continue
+            key = scoped_key.strip()
         if not sep or key not in fields:
             raise UsageError(f"--set expects KEY=VALUE with KEY one of: {', '.join(sorted(fields))}")
         try:
