@@ -36,6 +36,8 @@ OPTIONS: dict[str, dict] = {
     "gensco-stop": {"max_levels": 2, "k": 6},
     "gensco-no-qd": {"max_levels": 2, "k": 6},
     "self-dc": {"document_tokens": 48, "depth": 1},
+    "tor": {"widths": "3,2", "depth": 2, "shots": 1},
+    "cor": {"k": 3, "max_turns": 2, "shots": 1},
 }
 
 
@@ -199,6 +201,43 @@ def check_self_dc(ans: Answer, cfg) -> None:
         else:
             assert route in children
     assert [h.question for h in ans.hops] == [n.inputs["question"] for n in nodes]
+
+
+def _reviews_counted(ans: Answer, reviews: list[Step]) -> None:
+    """One parse record per review; the method's cost figures in its metrics."""
+    assert sum(ans.trace.parse_counts().values()) == len(reviews) >= 1
+    assert ans.metrics["docs_reviewed"] >= 1 and ans.metrics["evidence"] >= 0
+    (read,) = _kinds(ans, "read")
+    assert read.outputs["prompt_tokens"] <= read.outputs["budget"]
+
+
+def check_tor(ans: Answer, cfg) -> None:
+    nodes = _kinds(ans, "node")
+    widths = [int(w) for w in cfg.widths.split(",")]
+    # the root retrieval gives the level-1 nodes; every Search retrieves and its kept paragraphs are children
+    assert 1 <= len([n for n in nodes if n.inputs["depth"] == 1]) <= widths[0]
+    for n in nodes:
+        assert len(n.llm_calls) == 1 and n.outputs["action"] in ("accept", "search", "reject", "max depth")
+        assert n.inputs["depth"] <= cfg.depth and len(n.inputs["path"]) == n.inputs["depth"]
+        kids = [c for c in n.children if c.kind == "node"]
+        if n.outputs["action"] == "search":
+            (expand,) = [c for c in n.children if c.kind == "expand"]  # MPC, the default expansion
+            (retrieve,) = [c for c in n.children if c.kind == "retrieve"]
+            assert [k.inputs["passage"] for k in kids] == retrieve.outputs["kept"]
+            assert expand.outputs["query"] == retrieve.inputs["query"]
+        else:
+            assert not kids
+    assert ans.metrics["docs_reviewed"] == len({n.inputs["passage"] for n in nodes})
+    assert ans.metrics["evidence"] == sum(n.outputs["action"] == "accept" for n in nodes)
+    _reviews_counted(ans, nodes)
+
+
+def check_cor(ans: Answer, cfg) -> None:
+    reviews = _kinds(ans, "review")
+    assert 1 <= len(reviews) <= cfg.max_turns and ans.usage.llm_calls == len(reviews) + 1
+    assert ans.usage.retrieval_calls in (len(reviews), len(reviews) + 1)
+    assert _kinds(ans, "retrieve")[0].retrievals[0]["query"] == QUESTION
+    _reviews_counted(ans, reviews)
 
 
 CHECKS: dict[str, Callable[[Answer, object], None]] = {

@@ -93,5 +93,5 @@ def test_registry_mapping_behaviour():
 
 
 def test_unknown_method_lists_every_name_without_importing():
-    with pytest.raises(hopqa.methods.MethodError, match="available: cot, direct, genread"):
+    with pytest.raises(hopqa.methods.MethodError, match="available: cor, cot, direct, genread"):
         get_method_class("nonexistent")

@@ -1,0 +1,96 @@
+"""Tree of Reviews and CoR against Retrieve-then-Read and IRCoT on the embedded Qwen (issue 18).
+
+    .venv/bin/python benchmarks/tree_of_reviews.py [--datasets 2wikimultihopqa,musique]
+        [--limits 5,10] [--methods retrieve-then-read,cor,ircot,tor] [--llm embedded:qwen2.5-1.5b]
+        [--out runs/bench-tor] [--report-only]
+
+Every (dataset, method) is one ``hopqa eval`` run on the first dev questions in the distractor
+setting, each method with its defaults (ToR: depth 3, widths 5,3,3, MPC expansion, both
+prunings, evidence fusion), under ``OUT/``. The runs grow in steps (``--limits``: every method
+on both datasets reaches 5 questions before any goes on to 10), and each is resumable: re-running
+continues where it stopped and a finished question is never redone (run it in the background,
+one model process at a time; ToR takes minutes a question on 2 cores). The LLM response cache is
+off so that seconds per question are real.
+
+Prints, per dataset, one row per method: EM, F1, Recall@15 (the evaluation's supporting-paragraph
+recall: every method here returns at most 15 paragraphs — Retrieve-then-Read its k=5, IRCoT its
+``max_paragraphs=15``, CoR at most 3 turns of 5, ToR its ``recall_k=15`` ranking), #API (LLM calls
+per question), #Doc (distinct paragraphs reviewed), #Doc/#API, #Evidence, the review parse rate
+(and the share a forgiving rule read), and seconds per question — the columns of the paper's
+Tables 1, 2 and 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hopqa.evaluation.runner import read_results, summarize
+
+
+def run(args: argparse.Namespace, dataset: str, method: str, limit: int) -> None:
+    cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", dataset, "--split", "dev", "--setting",
+           "distractor", "--limit", str(limit), "--llm", args.llm, "--method", method, "--out", args.out,
+           "--no-progress", "--no-cache"]
+    t0 = time.time()
+    print(f"[{time.strftime('%H:%M:%S')}] {dataset} {method} (first {limit}) ...", file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+    print(f"[{time.strftime('%H:%M:%S')}] {dataset} {method} done in {time.time() - t0:.0f} s", file=sys.stderr,
+          flush=True)
+
+
+def _cell(metrics: dict, key: str, form: str) -> str:
+    return form.format(metrics[key]) if key in metrics else "–"
+
+
+def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) -> None:
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"LLM {args.llm}; dev, distractor setting; LLM response cache off")
+    for dataset in datasets:
+        print(f"\n{dataset}\n")
+        print("| method | n | EM | F1 | Recall@15 | #API | #Doc | #Doc/#API | #Evidence | review parse | "
+              "parse fallback | s/q |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for method in methods:
+            path = Path(args.out) / f"{dataset}-dev-distractor" / method / "results.jsonl"
+            if not path.is_file():
+                print(f"| {method} | (not run) |")
+                continue
+            records = list(read_results(path).values())
+            s = summarize(records, path.parent)
+            m, c = s.metrics, s.cost
+            print(f"| {method} | {s.n} | {m.get('em', 0):.2f} | {m.get('f1', 0):.2f} "
+                  f"| {_cell(m, 'support_recall', '{:.2f}')} | {c['llm_calls_per_q']:.1f} "
+                  f"| {_cell(m, 'docs_reviewed', '{:.1f}')} | {_cell(m, 'docs_per_call', '{:.1%}')} "
+                  f"| {_cell(m, 'evidence', '{:.1f}')} | {_cell(m, 'parse_rate', '{:.1%}')} "
+                  f"| {_cell(m, 'parse_fallback_rate', '{:.1%}')} | {c['seconds_per_q']:.0f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="2wikimultihopqa,musique")
+    ap.add_argument("--limits", default="5,10", help="question counts to reach, in steps")
+    ap.add_argument("--methods", default="retrieve-then-read,cor,ircot,tor")
+    ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
+    ap.add_argument("--out", default="runs/bench-tor")
+    ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
+    args = ap.parse_args()
+    datasets = [d for d in args.datasets.split(",") if d]
+    methods = [m for m in args.methods.split(",") if m]
+    if not args.report_only:
+        for limit in [int(x) for x in args.limits.split(",") if x]:
+            for dataset in datasets:
+                for method in methods:
+                    run(args, dataset, method, limit)
+    report(args, datasets, methods)
+    print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""CoR — chain of reviews, Tree of Reviews' chain baseline (Jiapeng Li et al. 2024, §4.4, Table 13).
+
+"The same prompt as ToR but providing only a single reasoning path. The model chooses an action
+in each iteration and generates new queries based on all retrieved paragraphs."
+
+Each turn retrieves ``k`` paragraphs (the question first, then the review's new query), adds
+the new ones to the chain, and reviews *all* the chain's paragraphs with Table 13's prompt
+(``hopqa.methods.tor.review`` reads it). Supported -> the chain is accepted: (its paragraphs,
+the brief analysis) is the one piece of evidence, and the reader (``fusion``, evidence-based by
+default, as ToR) answers from it. Unsupported -> the ``[QUERY]`` is the next turn's query. A
+chain has no sibling to turn to, so an irrelevant review that still gives a query goes on with
+it. Defaults: ``k=5`` paragraphs per query and ``max_turns=3`` (§4.3: top-5 per query, at most 3
+turns for the multi-turn baselines).
+
+Documented fallbacks: the chain stops (recorded in the trace) on an unreadable review, a
+review without a query, a query that brings no new paragraph, or the turn limit; the reader then
+reads all the chain's paragraphs with Table 10's paragraph-based prompt. The chain's paragraphs
+fill the review prompt within ``total_passage_words`` (a small model's context is short).
+Recall@15 as ToR (``recall_k``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hopqa.methods.base import MethodConfig, Result, register
+from hopqa.methods.tor.fusion import Evidence
+from hopqa.methods.tor.method import EvidenceReader, Fusion, read_pool
+from hopqa.methods.tor.prompts import COR, REVIEW_FORMAT, review_demos
+from hopqa.methods.tor.review import cap_query, parse_review
+from hopqa.text import render_passages
+from hopqa.trace import step
+from hopqa.types import Passage
+
+
+@dataclass
+class CoRConfig(MethodConfig):
+    k: int = 5
+    max_turns: int = field(default=3, metadata={"range": (1, None)})
+    fusion: Fusion = "evidence"
+    shots: int = field(default=3, metadata={"range": (0, 3)})
+    max_passage_words: int = 120
+    #: Words of all the chain's paragraphs in a review prompt.
+    total_passage_words: int = 1200
+    review_tokens: int = field(default=256, metadata={"range": (1, None)})
+    max_tokens: int = 128
+    context_tokens: int | None = field(default=None, metadata={"range": (256, None)})
+    recall_k: int = field(default=15, metadata={"range": (1, None)})
+
+
+@register("cor")
+class ChainOfReviews(EvidenceReader):
+    """Chain of reviews (ToR's baseline): one path; review all paragraphs, answer or search again."""
+
+    Config = CoRConfig
+    config: CoRConfig
+
+    def run(self, question: str) -> Result:
+        cfg = self.config
+        chain: list[Passage] = []
+        pool: list[Evidence] = []
+        query = question
+        for turn in range(1, cfg.max_turns + 1):
+            with step("retrieve", query=query, turn=turn, k=cfg.k) as s:
+                s.mark_hop(query, label="retrieve" if turn == 1 else "search")
+                hits = self.retriever.search(query, cfg.k)
+                have = {p.id for p in chain}
+                new = [p for p in hits if p.id not in have]
+                chain.extend(new)
+                s.output(passages=[p.id for p in hits], new=[p.id for p in new])
+            if not new:
+                s.note("the query brought no new paragraph: the chain stops")
+                break
+            with step("review", turn=turn, paragraphs=len(chain)) as s:
+                documents = render_passages(
+                    chain,
+                    max_words=cfg.max_passage_words,
+                    total_words=cfg.total_passage_words,
+                    separator="\n",
+                )
+                prompt = REVIEW_FORMAT.format(
+                    instruction=COR,
+                    demos=review_demos(cfg.shots, True),
+                    question=question,
+                    documents=documents,
+                )
+                gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens)
+                parsed = parse_review(gen.text)
+                s.record_parse("review", parsed.status, parsed.how)
+                review = parsed.value
+                if review is None:
+                    s.output(review=gen.text, action="stop")
+                    s.note("unparseable review: the chain stops")
+                    break
+                if review.relevant and review.supported:
+                    pool.append(Evidence(tuple(chain), review.analysis))
+                    s.output(review=gen.text, action="accept")
+                    s.mark_hop(
+                        question,
+                        answer=review.answer,
+                        label="accept",
+                        passages=list(chain),
+                    )
+                    break
+                query = cap_query(review.query)
+                s.output(
+                    review=gen.text,
+                    action="search" if query else "stop",
+                    query=query or None,
+                )
+                if not query:
+                    s.note("no query in the review: the chain stops")
+                    break
+        answer, response, shown = read_pool(self.llm, cfg, question, pool, chain)
+        passages = self.recall_passages(shown, response)
+        return Result(
+            answer=answer,
+            passages=passages,
+            metrics={"docs_reviewed": float(len(chain)), "evidence": float(len(pool))},
+        )

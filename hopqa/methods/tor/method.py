@@ -1,0 +1,436 @@
+"""Tree of Reviews (Jiapeng Li et al. 2024): a tree search over retrieved paragraphs.
+
+Every mechanism, with its default and the option that changes it (METHODS.md §4):
+
+1. **The tree** (§3.1). The root is the question Q. ``retrieve`` w_1 paragraphs for Q; each
+   becomes a child node. Widths ``widths="5,3,3"`` and ``depth=3`` (§4.4); a depth deeper than
+   the widths given repeats the last width.
+2. **Paragraphs review** (§3.2, Tables 7/8). A node's review sees Q and every paragraph on its
+   root path and judges relevance, support, then gives ``[ANSWER] ...`` or ``[QUERY] ...``
+   (``hopqa.methods.tor.review``). Actions: irrelevant -> **Reject**; relevant and unsupported
+   -> **Search**: retrieve w_{d+1} paragraphs for the new query, one child each; relevant and
+   supported -> **Accept**: (path paragraphs, brief analysis) enters the evidence pool, the
+   brief analysis being the review's answer to Q from the path (Step 2's reasoning path and
+   the ``[ANSWER]``; no extra call). A Search at the maximum depth stops the path.
+3. **Depth-first** until every path is accepted, rejected or at maximum depth.
+4. **Relevance pruning** (``relevance_pruning=true``): irrelevant nodes are rejected; off, they
+   are expanded like unsupported ones (Table 5, "w/o relevance pruning").
+   **Repetitive pruning** (``repetitive_pruning=true``): after each retrieval, paragraphs whose
+   ids are in the evidence pool are dropped. Always (not a switch of the paper): a paragraph
+   already on the node's own path is not its child again.
+5. **Effective expansion** (§3.4), ``expansion``: ``direct`` (Table 8's review, its
+   ``[QUERY]`` is the query), ``cot`` (Table 7's review, with Thoughts, its ``[QUERY]``) or
+   ``mpc`` (default, best in Table 4): a missing-paragraph completion (Table 9) writes the
+   missing information from the model's knowledge, and that ``[INFO]`` text is the query. The
+   paper does not say which review prompt MPC pairs with; MPC replaces the review's query, so
+   ``review="auto"`` pairs it with Table 8 (the review "without effective expansion") and
+   ``cot`` with Table 7; ``review=cot|plain`` forces one.
+6. **Evidence fusion** (§3.3, Tables 10-12), ``fusion``: ``analysis``, ``paragraph`` or
+   ``evidence`` (default). The reader's prompt is filled with as much evidence as fits the
+   context (``hopqa.methods.tor.fusion``: ``context_tokens`` option, else the model's window,
+   else the paper's 4096); its answer is read after "The answer is".
+7. **Recall@15** (§4.2): the method's passages are the pool's paragraphs, ranked by similarity
+   to the final response (the ``embedder`` component, MiniLM by default) and cut to
+   ``recall_k=15`` when more were gathered (the evaluation's support recall is then Recall@15).
+
+Documented fallbacks (recorded in the trace):
+
+- An unreadable review (``failed`` parse) -> **Reject** ("unparseable review" on the node).
+- A Search without a query (an empty ``[QUERY]`` under ``direct``/``cot``, or an MPC call with
+  no ``[INFO]``): the review's ``[QUERY]`` if any, else the node is rejected ("no query").
+- An empty evidence pool: the reader reads the root's retrieved paragraphs with Table 10's
+  paragraph-based prompt (the paper leaves this case open).
+
+Concurrency: a node's review (and its MPC expansion) depends only on Q and its path, so the
+reviews of sibling nodes are made concurrently, up to the backend's ``max_concurrency``
+(``concurrency`` caps it; 1: sequential). The order-dependent part, repetitive pruning against
+the pool, then runs depth-first in sibling order, so the tree, the calls and the answer are
+the same as sequential execution (at temperature 0). The embedded model runs one call at a time.
+
+Cost figures (Table 5) are the answer's ``metrics``: ``docs_reviewed`` (#Doc, distinct
+paragraphs reviewed) and ``evidence`` (#Evidence); #API is the LLM calls of the usage, and the
+evaluation reports their ratio (``docs_per_call``). The parse rate counts review outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from hopqa.llm.base import LLMBase
+from hopqa.methods.base import (
+    MethodConfig,
+    MethodError,
+    Result,
+    RetrievingMethod,
+    register,
+)
+from hopqa.methods.structured import Parsed
+from hopqa.methods.tor.fusion import (
+    Evidence,
+    context_limit,
+    distinct_passages,
+    fuse,
+    read_answer,
+    top_by_similarity,
+)
+from hopqa.methods.tor.prompts import (
+    MPC,
+    MPC_FORMAT,
+    REVIEW_COT,
+    REVIEW_FORMAT,
+    REVIEW_PLAIN,
+    mpc_demos,
+    review_demos,
+)
+from hopqa.methods.tor.review import Review, cap_query, parse_mpc, parse_review
+from hopqa.retrieval.base import Retriever
+from hopqa.text import render_passages
+from hopqa.trace import Step, child_step, step, submit, within
+from hopqa.types import Passage
+
+Expansion = Literal["direct", "cot", "mpc"]
+Fusion = Literal["analysis", "paragraph", "evidence"]
+ReviewPrompt = Literal["auto", "plain", "cot"]
+ACCEPT, SEARCH, REJECT, STOP = "accept", "search", "reject", "max depth"
+
+
+def parse_widths(text: str) -> tuple[int, ...]:
+    """``"5,3,3"`` -> (5, 3, 3); ``MethodError`` unless every width is a whole number >= 1."""
+    try:
+        widths = tuple(int(w) for w in str(text).replace(" ", "").split(",") if w)
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) < 1:
+        raise MethodError(f"widths must be whole numbers >= 1 separated by commas (e.g. 5,3,3), not {text!r}")
+    return widths
+
+
+@dataclass
+class ToRConfig(MethodConfig):
+    depth: int = field(default=3, metadata={"range": (1, None)})
+    #: Children per level (comma-separated; the last repeats for deeper levels).
+    widths: str = "5,3,3"
+    expansion: Expansion = "mpc"
+    review: ReviewPrompt = "auto"
+    fusion: Fusion = "evidence"
+    relevance_pruning: bool = True
+    repetitive_pruning: bool = True
+    #: Demonstrations per prompt (hand-written, ``hopqa.methods.tor.prompts``; the paper: 3).
+    shots: int = field(default=3, metadata={"range": (0, 3)})
+    #: Words shown per paragraph (a small model's context is short).
+    max_passage_words: int = 120
+    #: Tokens of a review, an MPC completion and the reader's response.
+    review_tokens: int = field(default=256, metadata={"range": (1, None)})
+    mpc_tokens: int = field(default=160, metadata={"range": (1, None)})
+    max_tokens: int = 128
+    #: The reader's context limit in tokens (None: the model's window, else 4096).
+    context_tokens: int | None = field(default=None, metadata={"range": (256, None)})
+    #: Paragraphs kept as the answer's passages, ranked by similarity to the response (Recall@15).
+    recall_k: int = field(default=15, metadata={"range": (1, None)})
+    #: Sibling reviews in flight at once (None: the backend's ``max_concurrency``).
+    concurrency: int | None = field(default=None, metadata={"range": (1, None)})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        parse_widths(self.widths)
+
+    def update(self, **overrides: Any) -> ToRConfig:
+        if overrides.get("widths") is not None:
+            parse_widths(overrides["widths"])  # before anything changes
+        super().update(**overrides)
+        return self
+
+
+@dataclass
+class Node:
+    """A node of the tree: a paragraph at a depth, its path from the root, what its review said."""
+
+    passage: Passage
+    depth: int
+    path: tuple[Passage, ...]  # root first, this node's paragraph last
+    step: Step
+    raw: str = ""
+    parsed: Parsed[Review] | None = None
+    mpc_raw: str = ""
+    mpc: Parsed[str] | None = None
+    action: str = ""
+    query: str = ""
+
+
+class EvidenceReader(RetrievingMethod):
+    """What ToR and CoR share: the ``embedder`` component and the Recall@15 cut of the
+    paragraphs behind the answer (``recall_passages``)."""
+
+    components: ClassVar[frozenset[str]] = RetrievingMethod.components | {"embedder"}
+
+    def __init__(
+        self,
+        llm: LLMBase,
+        retriever: Retriever,
+        config: MethodConfig | None = None,
+        *,
+        embedder: Any = None,
+    ) -> None:
+        super().__init__(llm, retriever, config)
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Any:
+        """The sentence embedder of the Recall@15 ranking (given, else MiniLM, loaded when first needed)."""
+        if self._embedder is None:
+            from hopqa.embed import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+    def recall_passages(self, passages: list[Passage], response: str) -> list[Passage]:
+        """``passages`` cut to ``recall_k`` by similarity to the final ``response`` when there are more."""
+        k = self.config.recall_k
+        if len(passages) <= k:
+            return passages
+        with step("rank", k=k, gathered=len(passages)) as s:
+            top = top_by_similarity(passages, response, k, self.embedder)
+            s.output(kept=[p.id for p in top], embedder=getattr(self.embedder, "name", "?"))
+        return top
+
+
+@register("tor")
+class TreeOfReviews(EvidenceReader):
+    """Tree of Reviews: review each retrieved paragraph's path; search, accept or reject; fuse the evidence."""
+
+    Config = ToRConfig
+    config: ToRConfig
+
+    def run(self, question: str) -> Result:
+        search = TreeSearch(self.llm, self.retriever, self.config, question)
+        with step("retrieve", query=question, k=search.widths[0]) as s:
+            s.mark_hop(question, label="retrieve")
+            root_hits = self.retriever.search(question, search.widths[0])
+            s.output(passages=[p.id for p in root_hits])
+        with step(
+            "tree",
+            depth=self.config.depth,
+            widths=list(search.widths),
+            expansion=self.config.expansion,
+        ) as s:
+            search.expand(root_hits, (), 1)
+            s.output(
+                evidence=[ev.to_dict() for ev in search.pool],
+                docs_reviewed=len(search.reviewed),
+            )
+        answer, response, shown = read_pool(self.llm, self.config, question, search.pool, root_hits)
+        passages = self.recall_passages(shown, response)
+        metrics = {
+            "docs_reviewed": float(len(search.reviewed)),
+            "evidence": float(len(search.pool)),
+        }
+        return Result(answer=answer, passages=passages, metrics=metrics)
+
+
+@dataclass
+class TreeSearch:
+    """One question's search: its tree, evidence pool and the paragraphs reviewed (a method
+    object answers many questions at once, so nothing of one question lives on it)."""
+
+    llm: LLMBase
+    retriever: Retriever
+    config: ToRConfig
+    question: str
+    pool: list[Evidence] = field(default_factory=list)
+    reviewed: set[str] = field(default_factory=set)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return parse_widths(self.config.widths)
+
+    def expand(self, hits: list[Passage], path: tuple[Passage, ...], depth: int) -> None:
+        """Review the children ``hits`` of a node with root path ``path`` at ``depth``
+        (concurrently), then visit them depth-first in order."""
+        nodes = [
+            Node(
+                passage=p,
+                depth=depth,
+                path=path + (p,),
+                step=child_step(
+                    "node",
+                    depth=depth,
+                    passage=p.id,
+                    title=p.title,
+                    path=[q.id for q in path + (p,)],
+                ),
+            )
+            for p in hits
+        ]
+        self.reviewed.update(p.id for p in hits)
+        self._map(self._review_node, nodes)
+        for node in nodes:
+            with within(node.step):
+                self._visit(node)
+
+    def _visit(self, node: Node) -> None:
+        """Take the node's action: accept into the pool, or search and expand its children."""
+        cfg = self.config
+        s = node.step
+        s.output(review=node.raw, action=node.action, query=node.query or None)
+        if node.action == ACCEPT:
+            assert node.parsed is not None and node.parsed.value is not None
+            evidence = Evidence(node.path, node.parsed.value.analysis)
+            self.pool.append(evidence)
+            s.mark_hop(
+                self.question,
+                answer=node.parsed.value.answer,
+                label="accept",
+                passages=list(node.path),
+            )
+            return
+        if node.action != SEARCH:
+            return
+        width = self.widths[min(node.depth, len(self.widths) - 1)]
+        with step("retrieve", query=node.query, k=width) as r:
+            r.mark_hop(node.query, label="search")
+            hits = self.retriever.search(node.query, width)
+            on_path = {p.id for p in node.path}
+            pooled = {p.id for p in distinct_passages(self.pool)} if cfg.repetitive_pruning else set()
+            kept = [p for p in hits if p.id not in on_path and p.id not in pooled]
+            r.output(
+                passages=[p.id for p in hits],
+                kept=[p.id for p in kept],
+                pruned_repetitive=[p.id for p in hits if p.id in pooled and p.id not in on_path],
+                pruned_on_path=[p.id for p in hits if p.id in on_path],
+            )
+        if kept:
+            self.expand(kept, node.path, node.depth + 1)
+
+    # -- one node's calls (pure: Q and the path only) --------------------------------------------
+    def _review_node(self, node: Node) -> None:
+        cfg = self.config
+        thoughts = cfg.review == "cot" or (cfg.review == "auto" and cfg.expansion == "cot")
+        prompt = REVIEW_FORMAT.format(
+            instruction=REVIEW_COT if thoughts else REVIEW_PLAIN,
+            demos=review_demos(cfg.shots, thoughts),
+            question=self.question,
+            documents=self._documents(node.path),
+        )
+        gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens)
+        node.raw = gen.text
+        node.parsed = parse_review(gen.text)
+        node.step.record_parse("review", node.parsed.status, node.parsed.how)
+        review = node.parsed.value
+        if review is None:
+            node.action = REJECT
+            node.step.note("unparseable review: reject (the documented action)")
+            return
+        if review.supported and review.relevant:
+            node.action = ACCEPT
+            return
+        if not review.relevant and cfg.relevance_pruning:
+            node.action = REJECT
+            return
+        if node.depth >= cfg.depth:
+            node.action = STOP
+            return
+        node.action = SEARCH
+        node.query = cap_query(review.query)
+        if cfg.expansion == "mpc":
+            self._complete_missing(node, review)
+        if not node.query:
+            node.action = REJECT
+            node.step.note("no query for the search: reject")
+
+    def _complete_missing(self, node: Node, review: Review) -> None:
+        """MPC expansion (Table 9): the missing information the model writes is the query."""
+        cfg = self.config
+        with step("expand", strategy="mpc") as s:
+            prompt = MPC_FORMAT.format(
+                instruction=MPC,
+                demos=mpc_demos(cfg.shots),
+                question=self.question,
+                documents=self._documents(node.path),
+            )
+            gen = self.llm.generate(prompt, max_tokens=cfg.mpc_tokens)
+            node.mpc_raw = gen.text
+            node.mpc = parse_mpc(gen.text)
+            if node.mpc.value:
+                node.query = node.mpc.value
+            else:
+                s.note(
+                    f"MPC gave no [INFO] ({node.mpc.how}): " + ("the review's [QUERY]" if node.query else "no query")
+                )
+            s.output(
+                raw=gen.text,
+                info=node.mpc.value,
+                parsed=node.mpc.status,
+                query=node.query,
+            )
+
+    def _documents(self, path: tuple[Passage, ...] | list[Passage]) -> str:
+        return render_passages(list(path), max_words=self.config.max_passage_words, separator="\n")
+
+    def _map(self, fn: Callable[[Node], None], nodes: list[Node]) -> None:
+        """``fn(node)`` for every node inside its own step, concurrently where the backend
+        allows (module docstring); in order when it runs one call at a time."""
+        width = min(
+            self.config.concurrency or self.llm.max_concurrency,
+            self.llm.max_concurrency,
+            len(nodes),
+        )
+
+        def one(node: Node) -> None:
+            with within(node.step):
+                fn(node)
+
+        if width <= 1:
+            for node in nodes:
+                one(node)
+            return
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            for future in [submit(pool, one, node) for node in nodes]:
+                future.result()
+
+
+def read_pool(
+    llm: LLMBase,
+    cfg: ToRConfig | Any,
+    question: str,
+    pool: list[Evidence],
+    fallback_passages: list[Passage],
+) -> tuple[str, str, list[Passage]]:
+    """(answer, response, paragraphs behind it): the reader over the evidence pool with the
+    config's ``fusion`` (``hopqa.methods.tor.fusion``); an empty pool reads ``fallback_passages``
+    with the paragraph-based prompt (module docstring)."""
+    fusion = cfg.fusion
+    with step("read", fusion=fusion) as s:
+        if not pool:
+            s.note("empty evidence pool: paragraph-based reading of the first retrieval's paragraphs")
+            pool, fusion = [Evidence(tuple(fallback_passages), "")], "paragraph"
+        fused = fuse(
+            llm,
+            fusion,
+            question,
+            pool,
+            shots=cfg.shots,
+            max_words=cfg.max_passage_words,
+            limit=context_limit(llm, cfg.context_tokens),
+            reply_tokens=cfg.max_tokens,
+        )
+        if fused.shown < fused.available:
+            s.note(
+                "evidence left out to fit the context",
+                shown=fused.shown,
+                available=fused.available,
+            )
+        gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens)
+        answer, how = read_answer(gen.text)
+        s.output(
+            response=gen.text,
+            answer=answer,
+            parsed_by=how,
+            shown=fused.shown,
+            available=fused.available,
+            prompt_tokens=fused.tokens,
+            budget=fused.budget,
+        )
+    return answer, gen.text, distinct_passages(pool)
