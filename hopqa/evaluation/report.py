@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hopqa.config import write_atomic
 from hopqa.console import one_line
 from hopqa.evaluation.runner import read_results, summarize
 
@@ -146,6 +148,17 @@ def markdown_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def _save(fig: Any, path: Path) -> Path:
+    """Write a matplotlib figure as PNG atomically (a reader never sees half an image) and close it."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())
+    return path
+
+
 def _plots(rows: list[Row], out_dir: Path) -> list[Path]:
     import matplotlib
 
@@ -167,10 +180,7 @@ def _plots(rows: list[Row], out_dir: Path) -> list[Path]:
     ax.set_title("score vs cost")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    p = out_dir / "score_vs_cost.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(_save(fig, out_dir / "score_vs_cost.png"))
     for dataset in sorted({r.dataset for r in main}):
         sub = [r for r in main if r.dataset == dataset]
         fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(sub) + 2), 3.5))
@@ -184,10 +194,7 @@ def _plots(rows: list[Row], out_dir: Path) -> list[Path]:
         ax.set_title(dataset)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        p = out_dir / f"bars_{dataset}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(_save(fig, out_dir / f"bars_{dataset}.png"))
     return paths
 
 
@@ -222,8 +229,8 @@ def build_report(run_paths: list[str | Path], out_dir: str | Path, stratify: boo
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table(rows)
-    (out / "report.md").write_text("# hopqa evaluation report\n\n" + table + "\n")
+    write_atomic(out / "report.md", "# hopqa evaluation report\n\n" + table + "\n")
     images = _plots(rows, out) if plots else []
-    (out / "report.html").write_text(html_report(rows, images))
-    (out / "report.json").write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+    write_atomic(out / "report.html", html_report(rows, images))
+    write_atomic(out / "report.json", json.dumps([r.__dict__ for r in rows], indent=1))
     return table, out
