@@ -50,6 +50,10 @@ Step 3
     # extra text around, and a contradiction (the output wins)
     ("Sure! Here is my review.\nStep 1\n- Judgment: [RELEVANT]\nStep 2\n- Judgment: [SUPPORTED]\n"
      "- Output: [QUERY] when?\nHope this helps.", "fallback", True, False, "", "when?"),
+    # Qwen2.5-1.5B's common reply: irrelevant, then the other steps anyway; the query is kept
+    ("Step 1\n- Thought: none are about the director.\n- Judgment: [IRRELEVANT]\n\nStep 2\n- Judgment: "
+     "[UNSUPPORTED]\n\nStep 3\n- Output: [QUERY] Who directed The Zone?", "direct", False, False, "",
+     "Who directed The Zone?"),
     # "relevant" inside a Thought does not count as a judgment
     ("- Thought: is this relevant? it mentions the film.\n- Judgment: [IRRELEVANT]", "direct", False, False, "", ""),
 ])
@@ -259,6 +263,16 @@ def test_cor_is_one_chain_over_all_paragraphs():
     assert ans.usage.llm_calls == 3 and ans.metrics == {"docs_reviewed": 4.0, "evidence": 1.0}
     # the second review saw every paragraph of the chain
     assert _path_ids(ans.trace.root.find("review")[1].llm_calls[0]["prompt"]) == "CABD"
+
+
+def test_cor_goes_on_with_the_query_of_an_irrelevant_review_and_stops_replies_at_the_next_question():
+    replies = ["- Judgment: [IRRELEVANT]\n- Judgment: [UNSUPPORTED]\n- Output: [QUERY] query of A",
+               "- Judgment: [RELEVANT]\n- Judgment: [SUPPORTED]\n- Output: [ANSWER] Ada", "The answer is Ada."]
+    llm = ScriptedLLM(replies)
+    retriever = ScriptedRetriever(TABLE)
+    ans = build_method("cor", llm, retriever, shots=0).answer(Q)
+    assert retriever.queries == [Q, "query of A"] and ans.answer == "Ada"
+    assert all("\nQuestion:" in r.stop for r in llm.requests)
 
 
 def test_cor_stops_at_the_turn_limit_and_reads_the_chain():

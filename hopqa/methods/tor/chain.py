@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from hopqa.methods.base import MethodConfig, Result, register
 from hopqa.methods.tor.fusion import Evidence
-from hopqa.methods.tor.method import EvidenceReader, Fusion, read_pool
+from hopqa.methods.tor.method import STOP_SEQUENCES, EvidenceReader, Fusion, read_pool
 from hopqa.methods.tor.prompts import COR, REVIEW_FORMAT, review_demos
 from hopqa.methods.tor.review import cap_query, parse_review
 from hopqa.text import render_passages
@@ -84,7 +84,7 @@ class ChainOfReviews(EvidenceReader):
                     question=question,
                     documents=documents,
                 )
-                gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens)
+                gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens, stop=STOP_SEQUENCES)
                 parsed = parse_review(gen.text)
                 s.record_parse("review", parsed.status, parsed.how)
                 review = parsed.value

@@ -95,6 +95,9 @@ Expansion = Literal["direct", "cot", "mpc"]
 Fusion = Literal["analysis", "paragraph", "evidence"]
 ReviewPrompt = Literal["auto", "plain", "cot"]
 ACCEPT, SEARCH, REJECT, STOP = "accept", "search", "reject", "max depth"
+#: Where a reply ends at the latest: a small model that finishes its review (or completion, or
+#: response) may go on to write the next demonstration's "Question:" itself.
+STOP_SEQUENCES = ["\nQuestion:"]
 
 
 def parse_widths(text: str) -> tuple[int, ...]:
@@ -314,7 +317,7 @@ class TreeSearch:
             question=self.question,
             documents=self._documents(node.path),
         )
-        gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens)
+        gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens, stop=STOP_SEQUENCES)
         node.raw = gen.text
         node.parsed = parse_review(gen.text)
         node.step.record_parse("review", node.parsed.status, node.parsed.how)
@@ -350,7 +353,7 @@ class TreeSearch:
                 question=self.question,
                 documents=self._documents(node.path),
             )
-            gen = self.llm.generate(prompt, max_tokens=cfg.mpc_tokens)
+            gen = self.llm.generate(prompt, max_tokens=cfg.mpc_tokens, stop=STOP_SEQUENCES)
             node.mpc_raw = gen.text
             node.mpc = parse_mpc(gen.text)
             if node.mpc.value:
@@ -422,7 +425,7 @@ def read_pool(
                 shown=fused.shown,
                 available=fused.available,
             )
-        gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens)
+        gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens, stop=STOP_SEQUENCES)
         answer, how = read_answer(gen.text)
         s.output(
             response=gen.text,

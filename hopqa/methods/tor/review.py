@@ -133,8 +133,9 @@ def parse_review(text: str) -> Parsed[Review]:
             rules.append("relevance inferred from " + ("the support judgment" if supported else "an answer"))
         else:
             return failed("no relevance judgment")
-    if not relevant:
-        review = Review(relevant=False, supported=False, thought=thought)
+    if not relevant:  # its output is kept: without relevance pruning (and in CoR) its query is searched
+        review = Review(relevant=False, supported=False, answer=out if kind == "answer" else "",
+                        query=out if kind == "query" else "", thought=thought)
         return direct(review, "irrelevant") if rel_exact else fallback(review, "irrelevant (lenient tag)")
     if supported is None:
         if not kind:
