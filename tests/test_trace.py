@@ -66,3 +66,31 @@ def test_step_outside_a_trace_does_not_fail():
     with step("free") as s:
         s.output(x=1)
     assert s.outputs == {"x": 1}
+
+
+def test_child_step_is_entered_later_from_any_thread():
+    import threading
+
+    from hopqa.trace import child_step, current_step, step, within
+
+    trace = Trace(question="q")
+    with trace.activate():
+        with step("tree") as tree:
+            kids = [child_step("node", i=i) for i in range(3)]
+            assert [k.inputs["i"] for k in tree.children] == [0, 1, 2] and current_step() is tree
+
+            def work(k):
+                with within(k):
+                    assert current_step() is k
+                    with step("expand"):
+                        pass
+
+            threads = [threading.Thread(target=work, args=(k,)) for k in kids]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            with pytest.raises(RuntimeError), within(kids[0]):
+                raise RuntimeError("boom")
+    assert all([c.kind for c in k.children] == ["expand"] for k in kids)
+    assert kids[0].error == "RuntimeError: boom" and kids[1].error is None and kids[0].started > 0
