@@ -149,7 +149,7 @@ def resolve_options(name: str, options: dict[str, Any], dataset: str | None = No
 
 
 def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
-                 scorer: LLMBase | None = None, judge: Any = None, embedder: Any = None,
+                 scorer: LLMBase | None = None, judge: Any = None, embedder: Any = None, reranker: Any = None,
                  demos: list[Demo] | None = None, demo_set: Any = None, dataset: str | None = None,
                  corpus: Callable[[], Retriever] | None = None, home: str | Path | None = None,
                  data_dir: str | Path | None = None, progress: bool = True, **options: Any) -> Method:
@@ -167,7 +167,8 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
 
     cls = get_method_class(name)
     config = method_config(name, **resolve_options(name, options, dataset))
-    parts: dict[str, Any] = {"scorer": scorer, "judge": judge, "embedder": embedder, "demo_set": demo_set}
+    parts: dict[str, Any] = {"scorer": scorer, "judge": judge, "embedder": embedder, "reranker": reranker,
+                             "demo_set": demo_set}
     if "retriever" in cls.components:  # (a method that does not retrieve ignores one: any method builds the same way)
         parts["retriever"] = retriever if retriever is not None else UnboundPool()
     if "demos" in cls.components:

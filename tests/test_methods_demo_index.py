@@ -37,6 +37,7 @@ OPTIONS: dict[str, dict] = {
     "gensco-no-qd": {"max_levels": 2, "k": 6},
     "self-dc": {"document_tokens": 48, "depth": 1},
     "tor": {"widths": "3,2", "depth": 2, "shots": 1},
+    "leapquery": {"votes": 3, "max_iter": 2},
     "cor": {"k": 3, "max_turns": 2, "shots": 1},
 }
 
@@ -238,6 +239,21 @@ def check_cor(ans: Answer, cfg) -> None:
     assert ans.usage.retrieval_calls in (len(reviews), len(reviews) + 1)
     assert _kinds(ans, "retrieve")[0].retrievals[0]["query"] == QUESTION
     _reviews_counted(ans, reviews)
+
+
+def check_leapquery(ans: Answer, cfg) -> None:
+    gaps, verifies, reranks = _kinds(ans, "gaps"), _kinds(ans, "verify"), _kinds(ans, "rerank")
+    iterations = _kinds(ans, "iteration")
+    assert 1 <= len(iterations) <= cfg.max_iter and len(gaps) == len(iterations)
+    # the first retrieval with the question; each verified sub-question retrieves l more
+    kept = [sub for v in verifies for sub in v.outputs["kept"]]
+    assert ans.usage.retrieval_calls == 1 + len(kept)
+    for v in verifies:
+        for t in v.outputs["tally"]:
+            assert len(t["votes"]) == cfg.votes and t["kept"] == (2 * t["true"] > cfg.votes)
+    assert len(reranks) == 1 + sum(1 for v in verifies if v.outputs["kept"])
+    assert [p.id for p in ans.passages] == reranks[-1].outputs["kept"] and len(ans.passages) <= cfg.k
+    assert ans.usage.llm_calls == len(gaps) + sum(len(v.outputs["tally"]) for v in verifies) + 1
 
 
 CHECKS: dict[str, Callable[[Answer, object], None]] = {

@@ -281,6 +281,7 @@ BUILTIN_METHODS: dict[str, str] = {
     "hgot": "hopqa.methods.hgot.method",
     "ircot": "hopqa.methods.ircot",
     "iter-retgen": "hopqa.methods.iter_retgen",
+    "leapquery": "hopqa.methods.leapquery",
     "react": "hopqa.methods.react",
     "retrieve-then-read": "hopqa.methods.retrieve_read",
     "self-ask": "hopqa.methods.self_ask",

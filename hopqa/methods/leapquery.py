@@ -1,0 +1,241 @@
+"""LeapQuery (METHODS.md §5): sub-questions aimed at the knowledge gaps of the passages so far,
+self-verified by majority vote, retrieved, and reranked against the main question.
+
+The loop (§3.1-3.5), with its defaults:
+
+1. Retrieve ``k``=5 passages with the question and rerank them against it: the current top-k.
+2. Up to ``max_iter``=3 times:
+
+   - **Query generation** (§3.2): the LLM names the knowledge gaps of the current top-k for
+     answering the question, as sub-questions (``GAP_PROMPT``; ``parse_gaps`` reads a numbered
+     or bulleted list, one question a line, or "None"); at most ``max_subquestions``=3 kept
+     (the paper is silent; a small model can list dozens, each a retrieval). None -> stop:
+     "the current set of retrieved [passages] sufficiently addresses the main question".
+   - **Self-verification** (§3.3): each sub-question gets ``votes``=5 sampled True/False
+     judgements (``VERIFY_PROMPT``, temperature ``vote_temperature``=0.7: samples of one
+     greedy answer would be identical); it is kept when more than half say True. A vote that
+     reads as neither counts as not True (recorded). The votes of every sub-question of an
+     iteration are one batch of requests, run concurrently where the backend allows
+     (``LLMBase.map``). No sub-question verified -> stop (nothing new to retrieve).
+   - **Retrieval and reranking** (§3.4): each verified sub-question retrieves ``l``=3
+     passages; their union with the current top-k is reranked against the *main question*
+     and cut to the top ``k``. The top-k unchanged -> stop (the next gaps would be the same at
+     temperature 0).
+3. **Answer** (§3.5) from the final top-k (``READ_PROMPT``, a short answer). The answer's
+   passages are that top-k: the evaluation's support recall is Recall@5.
+
+The reranker (``rerank`` option, a ``hopqa.retrieval.rerank`` spec as ``--rerank`` takes): the paper's is a
+sentence-transformers cross-encoder; no cross-encoder weights install offline here, so the
+default is ``bi-encoder`` (cosine of MiniLM embeddings); a cross-encoder model path or ``llm``
+(the LLM as relevance judge) choose another. Its name is in the trace (``rerank`` steps) and
+in the config, so in the run's ``config.json`` and the report. A ``reranker`` component given
+to the constructor is used as it is (tests).
+
+Prompts: the paper publishes none (Figures 2-3 show their roles only); these are hopqa's,
+owned by this module. k, l, n and max_iter are the issue's defaults where the paper gives none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hopqa.llm.base import GenerationRequest, LLMBase
+from hopqa.methods.base import MethodConfig, Result, RetrievingMethod, register
+from hopqa.methods.parsing import clean_answer
+from hopqa.methods.retrieve_read import Reader
+from hopqa.methods.structured import Parsed, direct, failed, fallback
+from hopqa.retrieval.base import Retriever
+from hopqa.text import render_passages
+from hopqa.trace import step
+from hopqa.types import Passage
+
+#: Query generation (§3.2): the knowledge gaps of the current passages, as sub-questions.
+GAP_PROMPT = (
+    "Question: {question}\n\nPassages:\n{passages}\n\n"
+    "The passages above may not hold everything needed to answer the question. Identify the knowledge "
+    "gaps: the facts that are missing from the passages and needed to answer the question. Write one "
+    "sub-question per missing fact, as a numbered list, each a complete question that can be searched on "
+    "its own. If the passages already hold everything needed, write: None.\n\nSub-questions:"
+)
+#: Self-verification (§3.3): one True/False judgement of a sub-question.
+VERIFY_PROMPT = (
+    "Main question: {question}\nSub-question: {subquestion}\n\n"
+    "Is the sub-question aligned with the main question: does answering it fill a gap in the knowledge "
+    "needed to answer the main question? Answer True or False.\nAnswer:"
+)
+#: The answer from the final top-k (§3.5).
+READ_PROMPT = (
+    "Answer the question using the passages below. Reply with a short answer of a few words, "
+    "without explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
+)
+READER = Reader(READ_PROMPT, max_tokens=32)
+
+_ITEM = re.compile(r"^\s*(?:\(?\d+[.):]|[-*\u2022]|sub-?question\s*\d*\s*:|q\d+\s*:)\s*", re.IGNORECASE)
+_NONE = re.compile(r"^\W*(none|no (?:knowledge )?gaps?|no sub-?questions?|nothing)\b", re.IGNORECASE)
+_TRUE = re.compile(r"\b(true|yes)\b", re.IGNORECASE)
+_FALSE = re.compile(r"\b(false|no)\b", re.IGNORECASE)
+
+
+def parse_gaps(text: str, limit: int) -> Parsed[list[str]]:
+    """The sub-questions of a gap list, at most ``limit``, duplicates dropped (case-insensitive).
+
+    ``direct``: numbered items ("1. ...", "1) ..."), or "None" (no gap: an empty list);
+    ``fallback``: bullets or "Sub-question 1:" labels, or unlabelled lines ending with "?";
+    ``failed``: nothing of the kind (read as no gap: the loop stops)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if lines and _NONE.match(lines[0]):
+        return direct([], "none")
+    items: list[str] = []
+    numbered = True
+    for line in lines:
+        m = _ITEM.match(line)
+        if m:
+            numbered = numbered and bool(re.match(r"^\s*\(?\d", line))
+            item = line[m.end():].strip()
+        elif line.endswith("?"):
+            numbered, item = False, line
+        else:
+            continue
+        item = clean_answer(item.strip("*_ "))
+        if item and item.lower() not in {i.lower() for i in items}:
+            items.append(item)
+    if not items:
+        return failed("no sub-question")
+    kept = items[:limit]
+    return direct(kept, "numbered list") if numbered else fallback(kept, "bullets or question lines")
+
+
+def parse_vote(text: str) -> bool | None:
+    """True / False (or yes / no) as the first such word of a vote; None when neither is there."""
+    t, f = _TRUE.search(text), _FALSE.search(text)
+    if t and (not f or t.start() < f.start()):
+        return True
+    if f:
+        return False
+    return None
+
+
+@dataclass
+class LeapQueryConfig(MethodConfig):
+    #: Passages kept (the top-k the loop refines and the answer reads).
+    k: int = 5
+    #: Passages each verified sub-question retrieves.
+    l: int = field(default=3, metadata={"range": (1, None)})  # noqa: E741 (the paper's name)
+    #: Verification votes per sub-question (majority: more than half True).
+    votes: int = field(default=5, metadata={"range": (1, None)})
+    vote_temperature: float = field(default=0.7, metadata={"range": (0.0, 2.0)})
+    max_iter: int = field(default=3, metadata={"range": (1, None)})
+    max_subquestions: int = 3
+    #: The reranker (``hopqa.retrieval.rerank.make_reranker``): ``bi-encoder`` (MiniLM cosine),
+    #: ``llm``, or a cross-encoder model path / name (as ``--rerank``).
+    rerank: str = "bi-encoder"
+    max_passage_words: int = 120
+    gap_tokens: int = field(default=128, metadata={"range": (1, None)})
+    max_tokens: int = 32
+    seed: int = 0
+
+
+@register("leapquery")
+class LeapQuery(RetrievingMethod):
+    """LeapQuery: sub-questions for the knowledge gaps, verified by vote, reranked against the question."""
+
+    Config = LeapQueryConfig
+    config: LeapQueryConfig
+    components: ClassVar[frozenset[str]] = RetrievingMethod.components | {"reranker"}
+
+    def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
+                 reranker: Any = None) -> None:
+        super().__init__(llm, retriever, config)
+        self._given = reranker
+        self._reranker = reranker
+
+    @property
+    def reranker(self) -> Any:
+        """The reranker (given, else made from the ``reranker`` option when first needed)."""
+        if self._reranker is None:
+            from hopqa.retrieval.rerank import make_reranker
+
+            self._reranker = make_reranker(self.config.rerank, llm=self.llm)
+        return self._reranker
+
+    def run(self, question: str) -> Result:
+        cfg = self.config
+        with step("retrieve", query=question, k=cfg.k) as s:
+            s.mark_hop(question, label="retrieve")
+            top = self.rerank(question, self.retriever.search(question, cfg.k))
+            s.output(passages=[p.id for p in top])
+        for it in range(1, cfg.max_iter + 1):
+            with step("iteration", iteration=it) as s:
+                subs = self.gaps(question, top)
+                if not subs:
+                    s.note("no knowledge gap named: stop")
+                    break
+                verified = self.verify(question, subs)
+                if not verified:
+                    s.note("no sub-question verified: stop")
+                    break
+                pool = {p.id: p for p in top}
+                for sub in verified:
+                    with step("retrieve", query=sub, k=cfg.l) as r:
+                        r.mark_hop(sub, label="sub-question")
+                        hits = self.retriever.search(sub, cfg.l)
+                        r.output(passages=[p.id for p in hits])
+                    for p in hits:
+                        pool.setdefault(p.id, p)
+                new_top = self.rerank(question, list(pool.values()))
+                changed = [p.id for p in new_top] != [p.id for p in top]
+                top = new_top
+                if not changed:
+                    s.note("the top-k did not change: stop")
+                    break
+        with step("read", question=question) as s:
+            reading = READER.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))
+            s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
+        return Result(answer=reading.answer, passages=top)
+
+    def gaps(self, question: str, top: list[Passage]) -> list[str]:
+        """Query generation: the sub-questions for the knowledge gaps of ``top``."""
+        with step("gaps") as s:
+            prompt = GAP_PROMPT.format(question=question,
+                                       passages=render_passages(top, max_words=self.config.max_passage_words))
+            gen = self.llm.generate(prompt, max_tokens=self.config.gap_tokens, stop=["\n\nQuestion:"])
+            parsed = parse_gaps(gen.text, self.config.max_subquestions)
+            s.record_parse("gaps", parsed.status, parsed.how)
+            subs = parsed.value or []
+            s.output(raw=gen.text, subquestions=subs)
+        return subs
+
+    def verify(self, question: str, subs: list[str]) -> list[str]:
+        """Self-verification: ``votes`` sampled judgements per sub-question (one concurrent
+        batch), kept on a majority of True."""
+        cfg = self.config
+        with step("verify", votes=cfg.votes) as s:
+            requests = [GenerationRequest.make(VERIFY_PROMPT.format(question=question, subquestion=sub), n=cfg.votes,
+                                               temperature=cfg.vote_temperature, max_tokens=4, seed=cfg.seed)
+                        for sub in subs]
+            kept: list[str] = []
+            tally = []
+            for sub, gen in zip(subs, self.llm.map(requests)):
+                votes = [parse_vote(t) for t in gen.texts]
+                true = sum(v is True for v in votes)
+                ok = true * 2 > cfg.votes
+                tally.append({"subquestion": sub, "votes": [t.strip() for t in gen.texts], "true": true,
+                              "unreadable": sum(v is None for v in votes), "kept": ok})
+                if ok:
+                    kept.append(sub)
+            s.output(tally=tally, kept=kept)
+        return kept
+
+    def rerank(self, question: str, passages: list[Passage]) -> list[Passage]:
+        """``passages`` ordered by the reranker's score against ``question`` (stable), top ``k``."""
+        with step("rerank", reranker=self.config.rerank if self._given is None else type(self._given).__name__,
+                  candidates=len(passages)) as s:
+            if not passages:
+                return []
+            scores = self.reranker.score(question, passages)
+            order = sorted(range(len(passages)), key=lambda i: -scores[i])[: self.config.k]
+            top = [passages[i] for i in order]
+            s.output(kept=[p.id for p in top], scores=[round(float(scores[i]), 4) for i in order])
+        return top
