@@ -255,6 +255,16 @@ def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _bertscore(model: str) -> Any:
+    """The BERTScore scorer of ``--bertscore MODEL``; a model that cannot load is a usage error."""
+    from hopqa.evaluation.metrics import BertScore, BertScoreUnavailable
+
+    try:
+        return BertScore(model)
+    except BertScoreUnavailable as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _question(words: list[str]) -> str:
     """The question of ``hopqa ask``, checked (empty, too long) before anything is loaded."""
     from hopqa.methods.base import MethodError, validate_question
@@ -358,11 +368,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
             config["scorer_llm"] = redact_credentials(scorer_spec[0] if scorer_spec else spec)
         if search and name in retrieving:  # recorded only when chosen: runs made before keep their configs
             config["search"] = search
+        if args.bertscore:  # (likewise)
+            config["bertscore"] = args.bertscore
+        if args.support_k:  # (likewise)
+            config["support_k"] = args.support_k
         configs[name] = config
         try:
             check_config(base / name, config)  # a mismatched or damaged run directory: before any loading
         except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
+    bertscore = _bertscore(args.bertscore) if args.bertscore else None
     retriever = _retriever(args) if args.setting == "open" and retrieving else None  # distractor: own paragraphs
     llm = _load_llm(spec, source, args)
     retriever = _llm_reranked(retriever, args, llm)
@@ -378,7 +393,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                         dataset=dataset, **options[name])
         try:
             summary = evaluate(method, examples, base / name, setting=args.setting, workers=args.workers, judge=judge,
-                               config=configs[name], retry_failed=args.retry_failed, progress=not args.no_progress)
+                               config=configs[name], retry_failed=args.retry_failed, progress=not args.no_progress,
+                               bertscore=bertscore, support_k=args.support_k)
         except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
         run_dirs.append(base / name)
@@ -576,6 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
     ev.add_argument("--limit", type=COUNT, help="first N questions only")
     ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (default $HOPQA_JUDGE; optional)")
+    ev.add_argument("--support-k", type=COUNT, metavar="K",
+                    help="supporting-paragraph recall over the first K passages a method used (Recall@K, e.g. 5 for "
+                         "LeapQuery, 15 for Tree of Reviews); default: all of them")
+    ev.add_argument("--bertscore", metavar="MODEL",
+                    help="add BERTScore with this model: minilm (the shipped all-MiniLM-L6-v2) or a local model "
+                         "directory (the bert-score package's roberta-large is not available offline)")
     ev.add_argument("--workers", type=COUNT, default=1, help="questions answered in parallel (1 or more)")
     ev.add_argument("--out", default="runs", help="output directory (default runs/)")
     ev.add_argument("--retry-failed", action="store_true", help="re-run questions recorded as failed")

@@ -186,3 +186,36 @@ def test_leapquery_end_to_end_open_setting_on_a_musique_question(smollm2, demo_i
     assert ans.trace.root.find("gaps") and sum(ans.trace.parse_counts().values()) >= 1
     for verify in ans.trace.root.find("verify"):
         assert all(len(t["votes"]) == 3 for t in verify.outputs["tally"])
+
+
+def _hopqa(*args, home):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HOPQA_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "hopqa.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=900)
+
+
+def test_eval_refuses_a_bertscore_model_it_cannot_load(tmp_path, data_dir):
+    r = _hopqa("eval", "--dataset", "musique", "--method", "direct", "--limit", "1", "--llm", "embedded:smollm2-135m",
+               "--bertscore", "/no/such/model", "--data-dir", str(data_dir), "--out", str(tmp_path / "runs"),
+               home=tmp_path / "home")
+    assert r.returncode == 2 and "cannot be loaded offline" in r.stderr and "--bertscore minilm" in r.stderr
+
+
+@pytest.mark.slow
+def test_eval_leapquery_open_setting_with_rouge_and_bertscore(tmp_path, data_dir, hopqa_home, demo_index):
+    import json
+
+    r = _hopqa("eval", "--dataset", "musique", "--method", "leapquery", "--setting", "open", "--limit", "1",
+               "--llm", "embedded:smollm2-135m", "--set", "votes=3", "--set", "max_iter=1", "--bertscore", "minilm",
+               "--no-progress", "--data-dir", str(data_dir), "--out", str(tmp_path / "runs"), home=hopqa_home)
+    assert r.returncode == 0, r.stderr
+    assert "| leapquery |" in r.stdout and "ROUGE-L" in r.stdout and "BERTScore" in r.stdout
+    run = tmp_path / "runs" / "musique-dev-open" / "leapquery"
+    line = json.loads((run / "results.jsonl").read_text().splitlines()[0])
+    assert line["status"] == "ok" and {"rouge_l", "bertscore", "support_recall"} <= set(line["metrics"])
+    assert len(line["passages"]) == 5
+    assert json.loads((run / "config.json").read_text())["bertscore"] == "minilm"

@@ -133,3 +133,37 @@ def test_runner_scores_support_by_title_for_a_question_file_example(tmp_path):
     record = _record(example, Answer(example.question, "Paris", "direct", passages=used), "open", None, None)
     assert record["metrics"]["support_recall"] == 1.0 and record["metrics"]["support_precision"] == 0.5
     assert record["metrics"]["support_f1"] == pytest.approx(2 / 3)
+
+
+def test_rouge_l_best_over_golds_and_in_every_score():
+    from hopqa.evaluation.metrics import rouge_l
+
+    assert rouge_l("Kris Benson", ["the answer is Kris Benson"]) == pytest.approx(2 * 0.4 * 1.0 / 1.4)
+    assert rouge_l("Kris Benson", ["nobody", "Kris Benson"]) == 1.0
+    assert rouge_l("", ["x"]) == 0.0 and rouge_l("x", [""]) == 0.0
+    assert rouge_l("running fast", ["ran fast", "runs fast"]) == 1.0  # Porter stemming: run / runs
+    assert score_answer("Paris", ["Paris"])["rouge_l"] == 1.0
+    assert "rouge_l" not in score_answer("supports", ["SUPPORTS"], dataset="fever")
+
+
+def test_bertscore_with_the_shipped_minilm_and_a_clear_error_otherwise():
+    pytest.importorskip("bert_score")
+    from hopqa.evaluation.metrics import BertScore, BertScoreUnavailable
+
+    scorer = BertScore("minilm")
+    same, other = scorer.score("Kris Benson", ["Kris Benson"]), scorer.score("Kris Benson", ["Paris"])
+    assert same == pytest.approx(1.0, abs=1e-4) and other < same
+    assert scorer.score("Kris Benson", ["Paris", "Kris Benson"]) == pytest.approx(same, abs=1e-4)  # best gold
+    assert scorer.score("", ["x"]) == 0.0 and scorer.num_layers == 6
+    with pytest.raises(BertScoreUnavailable, match="cannot be loaded offline"):
+        BertScore("/no/such/model")
+
+
+def test_report_says_when_bertscore_was_not_computed():
+    from hopqa.evaluation.report import BERTSCORE_NOTE, Row, markdown_table
+
+    row = Row("musique", "dev", "open", "leapquery", "all", 1, 0, {"f1": 0.5, "rouge_l": 0.4}, {})
+    assert BERTSCORE_NOTE in markdown_table([row]) and "ROUGE-L" in markdown_table([row])
+    scored = Row("musique", "dev", "open", "leapquery", "all", 1, 0, {"f1": 0.5, "rouge_l": 0.4, "bertscore": 0.6}, {})
+    table = markdown_table([scored])
+    assert BERTSCORE_NOTE not in table and "| 0.600 |" in table

@@ -362,3 +362,19 @@ def test_the_report_names_a_chosen_search(tmp_path):
         settings[name] = collect_rows([run])[0].setting
     assert settings == {"hybrid": "open (hybrid, rerank bi-encoder)", "rerank-only": "open (bm25, rerank llm)",
                         "plain": "open", "damaged": "open"}
+
+
+def test_bertscore_scorer_adds_its_metric_to_every_record(tmp_path):
+    class Scorer:
+        def __init__(self):
+            self.calls = []
+
+        def score(self, prediction, golds):
+            self.calls.append((prediction, list(golds)))
+            return 0.75
+
+    scorer = Scorer()
+    s = evaluate(build_method("direct", echo_llm()), examples(3), tmp_path / "run", progress=False, bertscore=scorer)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert all(r["metrics"]["bertscore"] == 0.75 and "rouge_l" in r["metrics"] for r in lines)
+    assert len(scorer.calls) == 3 and s.metrics["bertscore"] == 0.75

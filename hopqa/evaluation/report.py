@@ -29,6 +29,8 @@ COLUMNS = [
     ("f1", "F1", "metrics", "{:.3f}"),
     ("precision", "Prec", "metrics", "{:.3f}"),
     ("recall", "Rec", "metrics", "{:.3f}"),
+    ("rouge_l", "ROUGE-L", "metrics", "{:.3f}"),
+    ("bertscore", "BERTScore", "metrics", "{:.3f}"),
     ("acc", "Acc (judge)", "metrics", "{:.3f}"),
     ("label_acc", "Label acc", "metrics", "{:.3f}"),
     ("support_recall", "Sup. recall", "metrics", "{:.3f}"),
@@ -47,6 +49,11 @@ COLUMNS = [
     ("seconds_per_q", "s/q", "cost", "{:.1f}"),
     ("cache_hit_rate", "cache hits", "cost", "{:.0%}"),
 ]
+
+
+#: Said under a table without BERTScore (LeapQuery's metric needs a model; none is the default).
+BERTSCORE_NOTE = ("BERTScore: not computed. `hopqa eval --bertscore MODEL` adds it (`minilm`: the shipped "
+                  "all-MiniLM-L6-v2, not comparable to the papers' roberta-large, which is not available offline).")
 
 
 @dataclass
@@ -145,6 +152,8 @@ def markdown_table(rows: list[Row]) -> str:
         cells = [_md(f"{r.dataset}/{r.split}"), _md(r.setting), _md(r.method), _md(r.stratum), str(r.n),
                  str(r.failed)]
         lines.append("| " + " | ".join(cells + [_cell(r, c) for c in cols]) + " |")
+    if any("rouge_l" in r.metrics for r in rows) and not any("bertscore" in r.metrics for r in rows):
+        lines += ["", BERTSCORE_NOTE]
     return "\n".join(lines)
 
 

@@ -97,12 +97,16 @@ def compact_results(path: Path) -> dict[str, dict[str, Any]]:
 
 
 # -- one question -------------------------------------------------------------------------------
-def _record(example: Example, answer: Answer, setting: str, judge: Any | None, support_k: int | None) -> dict[str, Any]:
-    """The line of one answered question: the answer scored (and judged, with a judge)."""
+def _record(example: Example, answer: Answer, setting: str, judge: Any | None, support_k: int | None,
+            bertscore: Any | None = None) -> dict[str, Any]:
+    """The line of one answered question: the answer scored (and judged, with a judge; and its
+    BERTScore, with a ``hopqa.evaluation.metrics.BertScore``)."""
     metrics = score_answer(answer.answer, example.answers, answer.passages, example.supporting,
                            dataset=example.dataset, support_k=support_k,
                            gold_titles=example.extras.get("supporting_titles") or ())
     metrics.update(answer.metrics)  # the method's own figures (Tree of Reviews' #Doc, #Evidence)
+    if bertscore is not None and example.dataset != "fever":
+        metrics["bertscore"] = bertscore.score(answer.answer, example.answers)
     judge_reply = None
     if judge is not None and not answer.error:
         try:
@@ -166,6 +170,7 @@ def evaluate(
     support_k: int | None = None,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    bertscore: Any | None = None,
 ) -> RunSummary:
     """Answer and score every example into ``run_dir`` (see the module docstring).
 
@@ -186,7 +191,7 @@ def evaluate(
         _check_config(out / "config.json", config or {}, write=True)
         results_path = out / "results.jsonl"
         _run(method, examples, results_path, setting, workers, judge, retry_failed, support_k,
-             progress, on_record)
+             progress, on_record, bertscore)
         records = compact_results(results_path)  # the run completed: one line per id from now on
         wanted = {ex.id for ex in examples}
         summary = summarize([r for i, r in records.items() if i in wanted], out)
@@ -195,7 +200,8 @@ def evaluate(
 
 
 def _run(method: Method, examples: Sequence[Example], results_path: Path, setting: str, workers: int, judge: Any | None, retry_failed: bool,
-         support_k: int | None, progress: bool, on_record: Callable[[dict[str, Any]], None] | None) -> None:
+         support_k: int | None, progress: bool, on_record: Callable[[dict[str, Any]], None] | None,
+         bertscore: Any | None = None) -> None:
     """Answer the examples not answered yet (and the failed ones with ``retry_failed``),
     appending each record to ``results_path`` as soon as it is scored."""
     previous = read_results(results_path, repair=True)
@@ -209,7 +215,7 @@ def _run(method: Method, examples: Sequence[Example], results_path: Path, settin
 
     def one(ex: Example) -> dict[str, Any]:
         ans = _answer(method, ex, setting)
-        return _record(ex, ans, setting, judge, support_k)
+        return _record(ex, ans, setting, judge, support_k, bertscore)
 
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:

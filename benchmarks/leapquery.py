@@ -1,0 +1,83 @@
+"""LeapQuery against Retrieve-then-Read, Self-Ask and ITER-RETGEN on the embedded Qwen (issue 19).
+
+    .venv/bin/python benchmarks/leapquery.py [--limit 10] [--methods retrieve-then-read,self-ask,iter-retgen,leapquery]
+        [--retriever dense] [--llm embedded:qwen2.5-1.5b] [--bertscore minilm] [--out runs/bench-leapquery]
+        [--report-only]
+
+Every method is one ``hopqa eval`` run on the first MuSiQue dev questions in the *open* setting
+(one index over the pooled demo corpus: every shipped paragraph, so the retriever must find the
+supporting paragraphs among the other questions'; the paper searched all MuSiQue train and dev
+paragraphs with Contriever, and ``--retriever dense`` (MiniLM) is the closest setting here),
+with ``--support-k 5`` (Recall@5 over the first 5 passages each method used, as the paper
+counts) and BERTScore with ``--bertscore`` (``minilm``: the shipped all-MiniLM-L6-v2, not the
+paper's model). Each run is resumable: re-running continues where it stopped (one model
+process at a time). The LLM response cache is off so that seconds per question are real.
+
+Prints one row per method: Recall@5, ROUGE-L, BERTScore, EM, F1, LLM calls, retrieval calls and
+seconds per question (the paper's Tables 1 and 2, and the cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hopqa.evaluation.runner import read_results, summarize
+
+
+def run(args: argparse.Namespace, method: str) -> None:
+    cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", "musique", "--split", "dev", "--setting", "open",
+           "--retriever", args.retriever, "--support-k", "5", "--limit", str(args.limit), "--llm", args.llm,
+           "--method", method, "--out", args.out, "--no-progress", "--no-cache"]
+    if args.bertscore:
+        cmd += ["--bertscore", args.bertscore]
+    t0 = time.time()
+    print(f"[{time.strftime('%H:%M:%S')}] {method} ...", file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+    print(f"[{time.strftime('%H:%M:%S')}] {method} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
+def report(args: argparse.Namespace, methods: list[str]) -> None:
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"LLM {args.llm}; MuSiQue dev, open setting (pooled demo corpus, {args.retriever} retrieval); "
+          f"BERTScore model {args.bertscore or 'none'}; LLM response cache off")
+    print("\n| method | n | Recall@5 | ROUGE-L | BERTScore | EM | F1 | LLM calls/q | retrievals/q | s/q |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for method in methods:
+        path = Path(args.out) / "musique-dev-open" / method / "results.jsonl"
+        if not path.is_file():
+            print(f"| {method} | (not run) |")
+            continue
+        s = summarize(list(read_results(path).values()), path.parent)
+        m, c = s.metrics, s.cost
+        cells = [f"{m[k]:.3f}" if k in m else "–" for k in ("support_recall", "rouge_l", "bertscore", "em", "f1")]
+        print(f"| {method} | {s.n} | " + " | ".join(cells) + f" | {c['llm_calls_per_q']:.1f} "
+              f"| {c['retrieval_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--methods", default="retrieve-then-read,self-ask,iter-retgen,leapquery")
+    ap.add_argument("--retriever", default="dense", help="bm25, dense or hybrid (the open setting's search)")
+    ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
+    ap.add_argument("--bertscore", default="minilm", help="BERTScore model ('' for none)")
+    ap.add_argument("--out", default="runs/bench-leapquery")
+    ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
+    args = ap.parse_args()
+    methods = [m for m in args.methods.split(",") if m]
+    if not args.report_only:
+        for method in methods:
+            run(args, method)
+    report(args, methods)
+    print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
+
+
+if __name__ == "__main__":
+    main()
