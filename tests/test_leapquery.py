@@ -210,7 +210,7 @@ def test_eval_leapquery_open_setting_with_rouge_and_bertscore(tmp_path, data_dir
     import json
 
     r = _hopqa("eval", "--dataset", "musique", "--method", "leapquery", "--setting", "open", "--limit", "1",
-               "--llm", "embedded:smollm2-135m", "--set", "votes=3", "--set", "max_iter=1", "--bertscore", "minilm",
+               "--llm", "embedded:smollm2-135m", "--set", "votes=3", "--set", "max_iter=1", "--bertscore", "minilm", "--support-k", "3",
                "--no-progress", "--data-dir", str(data_dir), "--out", str(tmp_path / "runs"), home=hopqa_home)
     assert r.returncode == 0, r.stderr
     assert "| leapquery |" in r.stdout and "ROUGE-L" in r.stdout and "BERTScore" in r.stdout
@@ -218,4 +218,5 @@ def test_eval_leapquery_open_setting_with_rouge_and_bertscore(tmp_path, data_dir
     line = json.loads((run / "results.jsonl").read_text().splitlines()[0])
     assert line["status"] == "ok" and {"rouge_l", "bertscore", "support_recall"} <= set(line["metrics"])
     assert len(line["passages"]) == 5
-    assert json.loads((run / "config.json").read_text())["bertscore"] == "minilm"
+    config = json.loads((run / "config.json").read_text())
+    assert config["bertscore"] == "minilm" and config["support_k"] == 3
