@@ -54,6 +54,9 @@ Step 3
     ("Step 1\n- Thought: none are about the director.\n- Judgment: [IRRELEVANT]\n\nStep 2\n- Judgment: "
      "[UNSUPPORTED]\n\nStep 3\n- Output: [QUERY] Who directed The Zone?", "direct", False, False, "",
      "Who directed The Zone?"),
+    # the format's own "A special token ([ANSWER] or [QUERY]) follow with ..." copied back is no output
+    ("- Judgment: [RELEVANT]\n- Judgment: [UNSUPPORTED]\n- Output: A special token ([ANSWER] or [QUERY]) follow "
+     "with your answer or new query.", "fallback", True, False, "", ""),
     # "relevant" inside a Thought does not count as a judgment
     ("- Thought: is this relevant? it mentions the film.\n- Judgment: [IRRELEVANT]", "direct", False, False, "", ""),
 ])
@@ -84,6 +87,11 @@ def test_parse_mpc():
     info = parse_mpc("Information: He was born\nin Lyon.\nAnswer: Lyon")
     assert info.status == "fallback" and info.value == "He was born in Lyon."
     assert parse_mpc("no information here").status == "failed"
+    # Qwen2.5-1.5B copied the format's own line back (MuSiQue dev): no information, not a query
+    echo = ("- Information: A special token ([INFO]) follow with the missing information you want to supply.\n\n"
+            "Step 2\nAnswer generation\n- Answer: [ANSWER] Northern Territory")
+    assert parse_mpc(echo).status == "failed"
+    assert parse_mpc("([INFO]) is the format.\n- Information: [INFO] Lyon is on the Rhone.").value == "Lyon is on the Rhone."
     assert parse_mpc("[INFO] " + "word " * 500).value.count("word") == 80
 
 

@@ -83,12 +83,23 @@ def _judgment(lines: list[str], pattern: re.Pattern[str], negatives: tuple[str, 
     return None, False
 
 
+def _is_format_text(text: str, match: re.Match[str]) -> bool:
+    """A tag that describes the format rather than fills it: in brackets, or one of
+    alternatives — "A special token ([ANSWER] or [QUERY]) follow with ...", "([INFO])" — the
+    prompt's own words, which a small model sometimes copies back."""
+    before = text[max(0, match.start() - 1):match.start()]
+    after = text[match.end():match.end() + 5].lstrip()
+    return before == "(" or after.startswith(")") or after.lower().startswith("or [")
+
+
 def _output(text: str) -> tuple[str, str, bool]:
-    """(kind, text, exact) of the review's output: the last ``[ANSWER]`` / ``[QUERY]`` tag and the
-    rest of its line; else an ``Output: answer: ...`` line (not exact); ('', '', False) if none."""
+    """(kind, text, exact) of the review's output: the last ``[ANSWER]`` / ``[QUERY]`` tag (not
+    the format's own words, ``_is_format_text``) and the rest of its line; else an
+    ``Output: answer: ...`` line (not exact); ('', '', False) if none."""
     last = None
-    for last in _OUTPUT_TAG.finditer(text):
-        pass
+    for match in _OUTPUT_TAG.finditer(text):
+        if not _is_format_text(text, match):
+            last = match
     if last is not None:
         rest = text[last.end() :].split("\n", 1)[0]
         return (
@@ -170,15 +181,16 @@ def cap_query(text: str) -> str:
 def parse_mpc(text: str) -> Parsed[str]:
     """The ``[INFO]`` of a missing-paragraph completion (Table 9), the new query: ``direct``
     after the tag (up to the answer), ``fallback`` after an ``Information:`` line without the
-    tag, ``failed`` when neither is there or it is empty."""
-    m = _INFO.search(text)
+    tag, ``failed`` when neither is there or it is empty. The format's own words copied back
+    ("Information: A special token ([INFO]) follow with ...", seen on Qwen) are no information."""
+    m = next((x for x in _INFO.finditer(text) if not _is_format_text(text, x)), None)
     if m is not None:
         start, how = m.end(), "[INFO]"
     else:
         start = -1
         for line_match in re.finditer(r"^.*$", text, re.MULTILINE):
             lm = _INFO_LINE.match(line_match.group(0))
-            if lm:
+            if lm and not _INFO.search(line_match.group(0)):  # not the format's "([INFO]) follow with ..."
                 start = line_match.start() + lm.end()
                 break
         if start < 0:
