@@ -15,8 +15,9 @@ off so that seconds per question are real.
 Prints, per dataset, one row per method: EM, F1, Recall@15 (the evaluation's supporting-paragraph
 recall: every method here returns at most 15 paragraphs — Retrieve-then-Read its k=5, IRCoT its
 ``max_paragraphs=15``, CoR at most 3 turns of 5, ToR its ``recall_k=15`` ranking), #API (LLM calls
-per question), #Doc (distinct paragraphs reviewed), #Doc/#API, #Evidence, the review parse rate
-(and the share a forgiving rule read), and seconds per question — the columns of the paper's
+per question), #Doc (distinct paragraphs reviewed), #Doc/#API, #Evidence, the parse rate (of
+ToR's and CoR's reviews, of IRCoT's structured steps) and the share a forgiving rule read, and
+seconds per question — the columns of the paper's
 Tables 1, 2 and 5.
 """
 
@@ -54,7 +55,7 @@ def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) ->
           f"LLM {args.llm}; dev, distractor setting; LLM response cache off")
     for dataset in datasets:
         print(f"\n{dataset}\n")
-        print("| method | n | EM | F1 | Recall@15 | #API | #Doc | #Doc/#API | #Evidence | review parse | "
+        print("| method | n | EM | F1 | Recall@15 | #API | #Doc | #Doc/#API | #Evidence | parsed | "
               "parse fallback | s/q |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for method in methods:
