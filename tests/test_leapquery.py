@@ -73,7 +73,7 @@ def world(gap_replies: list[str], votes: dict[str, str]):
 
     def reply(request: GenerationRequest) -> str:
         prompt = request.text()
-        if prompt.endswith("Sub-questions:"):
+        if prompt.endswith("Missing facts as questions:"):
             return next(gaps)
         if "Sub-question:" in prompt:
             sub = prompt.split("Sub-question: ", 1)[1].split("\n", 1)[0]
@@ -122,7 +122,7 @@ def test_majority_vote_counts_each_sample():
 
     def reply(request: GenerationRequest) -> str:
         prompt = request.text()
-        if prompt.endswith("Sub-questions:"):
+        if prompt.endswith("Missing facts as questions:"):
             return "1. Who is Mike Park?"
         if "Sub-question:" in prompt:
             return next(samples)

@@ -7,7 +7,11 @@ The loop (§3.1-3.5), with its defaults:
 2. Up to ``max_iter``=3 times:
 
    - **Query generation** (§3.2): the LLM names the knowledge gaps of the current top-k for
-     answering the question, as sub-questions (``GAP_PROMPT``; ``parse_gaps`` reads a numbered
+     answering the question, as sub-questions (``GAP_PROMPT``: the facts the answer takes that
+     the passages do not state, "None" only if they state every one — a first wording that
+     offered "None" whenever "the passages already hold everything needed" got "None" from
+     Qwen2.5-1.5B on 5 of 5 MuSiQue questions, so the method never left its first retrieval;
+     ``parse_gaps`` reads a numbered
      or bulleted list, one question a line, or "None"); at most ``max_subquestions``=3 kept
      (the paper is silent; a small model can list dozens, each a retrieval). None -> stop:
      "the current set of retrieved [passages] sufficiently addresses the main question".
@@ -54,10 +58,9 @@ from hopqa.types import Passage
 #: Query generation (§3.2): the knowledge gaps of the current passages, as sub-questions.
 GAP_PROMPT = (
     "Question: {question}\n\nPassages:\n{passages}\n\n"
-    "The passages above may not hold everything needed to answer the question. Identify the knowledge "
-    "gaps: the facts that are missing from the passages and needed to answer the question. Write one "
-    "sub-question per missing fact, as a numbered list, each a complete question that can be searched on "
-    "its own. If the passages already hold everything needed, write: None.\n\nSub-questions:"
+    "Answering the question takes several facts, one after another. Which of these facts do the passages "
+    "above not state? Write each missing fact as a question that can be searched on its own, as a numbered "
+    "list. Write None only if the passages state every fact the answer needs.\n\nMissing facts as questions:"
 )
 #: Self-verification (§3.3): one True/False judgement of a sub-question.
 VERIFY_PROMPT = (
