@@ -51,6 +51,7 @@ from hopqa.methods.parsing import clean_answer
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import Parsed, direct, failed, fallback
 from hopqa.retrieval.base import Retriever
+from hopqa.retrieval.rerank import make_reranker, rerank
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -158,8 +159,6 @@ class LeapQuery(RetrievingMethod):
     def reranker(self) -> Any:
         """The reranker (given, else made from the ``reranker`` option when first needed)."""
         if self._reranker is None:
-            from hopqa.retrieval.rerank import make_reranker
-
             self._reranker = make_reranker(self.config.rerank, llm=self.llm)
         return self._reranker
 
@@ -235,10 +234,6 @@ class LeapQuery(RetrievingMethod):
         """``passages`` ordered by the reranker's score against ``question`` (stable), top ``k``."""
         with step("rerank", reranker=self.config.rerank if self._given is None else type(self._given).__name__,
                   candidates=len(passages)) as s:
-            if not passages:
-                return []
-            scores = self.reranker.score(question, passages)
-            order = sorted(range(len(passages)), key=lambda i: -scores[i])[: self.config.k]
-            top = [passages[i] for i in order]
-            s.output(kept=[p.id for p in top], scores=[round(float(scores[i]), 4) for i in order])
+            top = rerank(self.reranker, question, passages, self.config.k)
+            s.output(kept=[p.id for p in top], scores=[round(p.score or 0.0, 4) for p in top])
         return top

@@ -234,14 +234,21 @@ class RerankingRetriever(RetrieverBase):
         return [self._rerank(q, c, k) for q, c in zip(queries, candidates)]
 
     def _rerank(self, query: str, candidates: Sequence[Passage], k: int) -> list[Passage]:
-        if not candidates or k <= 0:
-            return []
-        scores = self.reranker.score(query, candidates)
-        if len(scores) != len(candidates):
-            raise ValueError(f"the reranker {self.reranker.name!r} gave {len(scores)} scores for "
-                             f"{len(candidates)} passages")
-        order = sorted(range(len(candidates)), key=lambda i: -scores[i])  # stable: ties keep the base order
-        return [replace(candidates[i], score=float(scores[i])) for i in order[:k]]
+        return rerank(self.reranker, query, candidates, k)
+
+
+def rerank(reranker: Reranker, query: str, candidates: Sequence[Passage], k: int) -> list[Passage]:
+    """The ``k`` candidates ``reranker`` scores highest for ``query`` (a stable sort: ties keep
+    the candidates' order), as new passages whose ``score`` is the reranker's; none for no
+    candidates (no reranker call)."""
+    if not candidates or k <= 0:
+        return []
+    scores = reranker.score(query, candidates)
+    if len(scores) != len(candidates):
+        raise ValueError(f"the reranker {getattr(reranker, 'name', type(reranker).__name__)!r} gave {len(scores)} "
+                         f"scores for {len(candidates)} passages")
+    order = sorted(range(len(candidates)), key=lambda i: -scores[i])
+    return [replace(candidates[i], score=float(scores[i])) for i in order[:k]]
 
 
 def make_reranker(spec: str, *, llm: LLMBase | None = None, embedder: Any | None = None) -> Reranker:
