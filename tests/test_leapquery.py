@@ -9,8 +9,8 @@ from hopqa.build import build_method
 from hopqa.llm.base import GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.leapquery import parse_gaps, parse_vote
-from hopqa.retrieval.base import RetrieverBase
 from hopqa.types import Passage
+from tests.scripted_retriever import ScriptedRetriever as _ScriptedRetriever
 
 
 @pytest.mark.parametrize("text, status, expected", [
@@ -46,15 +46,9 @@ Q = "What record label did the person who is part of The Bruce Lee Band start?"
 P = {n: Passage(n, f"Title {n}", f"Paragraph {n} text.") for n in "ABCDEFGH"}
 
 
-class ScriptedRetriever(RetrieverBase):
-    name = "scripted"
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table, self.queries = table, []
-
-    def search(self, query: str, k: int = 5) -> list[Passage]:
-        self.queries.append(query)
-        return [P[i] for i in self.table.get(query, "")][:k]
+def ScriptedRetriever(table: dict[str, str]) -> _ScriptedRetriever:
+    """The scripted retriever over this module's passages ``P``."""
+    return _ScriptedRetriever(table, P)
 
 
 class FixedReranker:

@@ -18,8 +18,8 @@ from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.base import MethodError
 from hopqa.methods.tor.fusion import Evidence, fuse, top_by_similarity
 from hopqa.methods.tor.review import parse_mpc, parse_review
-from hopqa.retrieval.base import RetrieverBase
 from hopqa.types import Passage
+from tests.scripted_retriever import ScriptedRetriever as _ScriptedRetriever
 
 # -- review parsing ---------------------------------------------------------------------------------
 #: A real Qwen2.5-1.5B review (Table 7 prompt, MuSiQue dev), kept as it came.
@@ -100,17 +100,9 @@ Q = "Who founded the company that made the gadget?"
 P = {n: Passage(n, f"Title {n}", f"Paragraph {n} text.") for n in "ABCDEFG"}
 
 
-class ScriptedRetriever(RetrieverBase):
-    """Queries -> ids; records every query."""
-
-    name = "scripted"
-
-    def __init__(self, table: dict[str, str]) -> None:
-        self.table, self.queries = table, []
-
-    def search(self, query: str, k: int = 5) -> list[Passage]:
-        self.queries.append(query)
-        return [P[i] for i in self.table.get(query, "")][:k]
+def ScriptedRetriever(table: dict[str, str]) -> _ScriptedRetriever:
+    """The scripted retriever over this module's passages ``P``."""
+    return _ScriptedRetriever(table, P)
 
 
 def _path_ids(prompt: str) -> str:
