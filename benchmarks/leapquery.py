@@ -31,12 +31,31 @@ from pathlib import Path
 from hopqa.evaluation.runner import read_results, summarize
 
 
-def run(args: argparse.Namespace, method: str) -> None:
+#: Labels that run a registered method with other options (their runs go to ``OUT/<label>/``):
+#: LeapQuery in the papers' free text, and with the LLM as reranker.
+VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "leapquery-free-text": ("leapquery", ["structured=off"]),
+    "leapquery-llm-rerank": ("leapquery", ["rerank=llm"]),
+}
+
+
+def results_path(args: argparse.Namespace, label: str) -> Path:
+    method = VARIANTS.get(label, (label, []))[0]
+    out = Path(args.out) / label if label in VARIANTS else Path(args.out)
+    return out / "musique-dev-open" / method / "results.jsonl"
+
+
+def run(args: argparse.Namespace, label: str) -> None:
+    method, sets = VARIANTS.get(label, (label, []))
+    out = results_path(args, label).parents[1]
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", "musique", "--split", "dev", "--setting", "open",
            "--retriever", args.retriever, "--support-k", "5", "--limit", str(args.limit), "--llm", args.llm,
-           "--method", method, "--out", args.out, "--no-progress", "--no-cache"]
+           "--method", method, "--out", str(out), "--no-progress", "--no-cache"]
+    for item in sets:
+        cmd += ["--set", item]
     if args.bertscore:
         cmd += ["--bertscore", args.bertscore]
+    method = label
     t0 = time.time()
     print(f"[{time.strftime('%H:%M:%S')}] {method} ...", file=sys.stderr, flush=True)
     subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
@@ -47,24 +66,26 @@ def report(args: argparse.Namespace, methods: list[str]) -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; MuSiQue dev, open setting (pooled demo corpus, {args.retriever} retrieval); "
           f"BERTScore model {args.bertscore or 'none'}; LLM response cache off")
-    print("\n| method | n | Recall@5 | ROUGE-L | BERTScore | EM | F1 | LLM calls/q | retrievals/q | s/q |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| method | n | Recall@5 | ROUGE-L | BERTScore | EM | F1 | parsed | LLM calls/q | retrievals/q | s/q |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for method in methods:
-        path = Path(args.out) / "musique-dev-open" / method / "results.jsonl"
+        path = results_path(args, method)
         if not path.is_file():
             print(f"| {method} | (not run) |")
             continue
         s = summarize(list(read_results(path).values()), path.parent)
         m, c = s.metrics, s.cost
         cells = [f"{m[k]:.3f}" if k in m else "–" for k in ("support_recall", "rouge_l", "bertscore", "em", "f1")]
-        print(f"| {method} | {s.n} | " + " | ".join(cells) + f" | {c['llm_calls_per_q']:.1f} "
+        parsed = f"{100 * m['parse_rate']:.1f}%" if "parse_rate" in m else "–"
+        print(f"| {method} | {s.n} | " + " | ".join(cells) + f" | {parsed} | {c['llm_calls_per_q']:.1f} "
               f"| {c['retrieval_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--methods", default="retrieve-then-read,self-ask,iter-retgen,leapquery")
+    ap.add_argument("--methods", default="retrieve-then-read,self-ask,iter-retgen,leapquery,leapquery-free-text,"
+                    "leapquery-llm-rerank", help="methods, or the variants " + ", ".join(VARIANTS))
     ap.add_argument("--retriever", default="dense", help="bm25, dense or hybrid (the open setting's search)")
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--bertscore", default="minilm", help="BERTScore model ('' for none)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hopqa.build import build_method
-from hopqa.llm.base import GenerationRequest
+from hopqa.llm.base import GENERATE, STRUCTURED, GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.leapquery import parse_gaps, parse_vote
 from hopqa.types import Passage
@@ -165,6 +165,96 @@ def test_default_reranker_is_the_bi_encoder_and_named_in_the_trace():
     assert build_method("leapquery", ScriptedLLM([]), ScriptedRetriever(TABLE)).config.rerank == "bi-encoder"
 
 
+def test_redundant_subquestions_are_dropped_before_the_vote():
+    """A sub-question that restates the main question, or repeats one searched in an earlier
+    iteration, is not voted on or searched; only such sub-questions end the loop."""
+    restated = Q.upper().rstrip("?") + " ?"  # the same after normalisation
+    llm = ScriptedLLM(world([f"1. {restated}\n2. Who is Mike Park?", "1. who is Mike Park"],
+                            {"Who is Mike Park?": "True"}))
+    method, retriever, _ = leap(llm, TABLE, SCORES)
+    ans = method.answer(Q)
+    assert retriever.queries == [Q, "Who is Mike Park?"]
+    first, second = ans.trace.root.find("iteration")
+    assert first.outputs["redundant"] == [restated]
+    assert [t["subquestion"] for t in first.find("verify")[0].outputs["tally"]] == ["Who is Mike Park?"]
+    assert second.outputs["redundant"] == ["who is Mike Park"] and not second.find("verify")
+    assert "restates the question or one already searched" in second.events[0]["message"]
+
+
+# -- structured outputs (issue 16) -----------------------------------------------------------------------
+WITH_SCHEMAS = {GENERATE, STRUCTURED}
+
+
+def json_world(gaps: list[str], votes: dict[str, str]):
+    """Replies of a backend that keeps to the schemas (gap lists and votes as JSON)."""
+    lists = iter(gaps)
+
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if '"missing_facts"' in prompt:
+            assert request.schema is not None and "maxItems" in request.schema
+            return next(lists)
+        if '"aligned"' in prompt:
+            assert request.schema is not None
+            sub = prompt.split("Sub-question: ", 1)[1].split("\n", 1)[0]
+            return votes.get(sub, '{"aligned": false}')
+        assert request.schema is None  # the reader stays free text
+        return "Asian Man Records"
+
+    return reply
+
+
+def test_structured_gap_list_and_votes():
+    llm = ScriptedLLM(json_world(['{"missing_facts": ["Who is Mike Park?", "Nonsense?"]}', '{"missing_facts": []}'],
+                                 {"Who is Mike Park?": '{"aligned": true}'}), capabilities=WITH_SCHEMAS)
+    method, retriever, _ = leap(llm, TABLE, SCORES)
+    ans = method.answer(Q)
+    assert ans.error is None and ans.answer == "Asian Man Records"
+    assert retriever.queries == [Q, "Who is Mike Park?"]
+    tally = {t["subquestion"]: t["true"] for t in ans.trace.root.find("verify")[0].outputs["tally"]}
+    assert tally == {"Who is Mike Park?": 5, "Nonsense?": 0}
+    assert "no knowledge gap" in ans.trace.root.find("iteration")[1].events[0]["message"]
+    # 2 gap lists and 10 votes, all read as JSON
+    assert ans.trace.parse_counts() == {"direct": 12, "fallback": 0, "failed": 0}
+
+
+def test_structured_fallbacks_and_failures():
+    """Free text under a schema goes to the free-text parser (fallback); JSON without the list
+    is a failure, read as no gap; a JSON vote that is no boolean counts as not True."""
+    llm = ScriptedLLM(json_world(["1. Who is Mike Park?"], {"Who is Mike Park?": '{"aligned": "maybe"}'}),
+                      capabilities=WITH_SCHEMAS)
+    method, retriever, _ = leap(llm, TABLE, SCORES)
+    ans = method.answer(Q)
+    counts = ans.trace.parse_counts()
+    assert counts["fallback"] == 1 and counts["failed"] == 5
+    assert retriever.queries == [Q]  # no vote was True
+    method, _, _ = leap(ScriptedLLM(json_world(['{"gaps": ["x?"]}'], {}), capabilities=WITH_SCHEMAS), TABLE, SCORES)
+    ans = method.answer(Q)
+    assert ans.trace.parse_counts()["failed"] == 1
+    assert "no knowledge gap" in ans.trace.root.find("iteration")[0].events[0]["message"]
+
+
+def test_structured_off_sends_no_schema_and_on_needs_the_capability():
+    llm = ScriptedLLM(world(["1. Who is Mike Park?", "None"], {"Who is Mike Park?": "yes"}), capabilities=WITH_SCHEMAS)
+    method, retriever, _ = leap(llm, TABLE, SCORES, structured="off")
+    ans = method.answer(Q)
+    assert all(r.schema is None for r in llm.requests)
+    assert retriever.queries == [Q, "Who is Mike Park?"]
+    votes = [e for s in ans.trace.root.walk() for e in s.events if e["message"] == "parse" and e["field"] == "vote"]
+    assert len(votes) == 5 and {e["status"] for e in votes} == {"fallback"}  # "yes" is not True/False
+    method, _, _ = leap(ScriptedLLM(world(["None"], {})), TABLE, SCORES, structured="on")
+    ans = method.answer(Q)
+    assert ans.error is not None and "structured" in ans.error
+
+
+def test_free_text_votes_record_how_they_parsed():
+    from hopqa.methods.leapquery import read_vote
+
+    assert read_vote("True").status == "direct" and read_vote(" false.").status == "direct"
+    assert read_vote("Yes").status == "fallback" and read_vote("It is True").value is True
+    assert read_vote("maybe").status == "failed"
+
+
 # -- the real model ---------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_leapquery_end_to_end_open_setting_on_a_musique_question(smollm2, demo_index, data_dir):
@@ -188,7 +278,7 @@ def _hopqa(*args, home):
     import sys
 
     env = {**os.environ, "HOPQA_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "hopqa.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "hopqa.cli", *args], check=False, capture_output=True, text=True, env=env,
                           timeout=900)
 
 

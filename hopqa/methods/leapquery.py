@@ -15,6 +15,10 @@ The loop (§3.1-3.5), with its defaults:
      or bulleted list, one question a line, or "None"); at most ``max_subquestions``=3 kept
      (the paper is silent; a small model can list dozens, each a retrieval). None -> stop:
      "the current set of retrieved [passages] sufficiently addresses the main question".
+     A sub-question that restates the main question, or one already searched in an earlier
+     iteration (after SQuAD normalisation), is dropped before the vote (recorded as
+     ``redundant``): its retrieval would bring nothing new, and the paper's aim is to "prevent
+     redundancy in data retrieval". Only such sub-questions -> stop.
    - **Self-verification** (§3.3): each sub-question gets ``votes``=5 sampled True/False
      judgements (``VERIFY_PROMPT``, temperature ``vote_temperature``=0.7: samples of one
      greedy answer would be identical); it is kept when more than half say True. A vote that
@@ -27,6 +31,14 @@ The loop (§3.1-3.5), with its defaults:
      temperature 0).
 3. **Answer** (§3.5) from the final top-k (``READ_PROMPT``, a short answer). The answer's
    passages are that top-k: the evaluation's support recall is Recall@5.
+
+Structured outputs (``structured``, ``hopqa.methods.structured``; issue 16): where the backend
+can constrain to a JSON schema, the gap list is ``{"missing_facts": [str, ...]}`` (at most
+``max_subquestions``; an empty list is "None") and each vote ``{"aligned": bool}``, both asked
+by the same prompt with its cue replaced by a JSON instruction (``GAP_JSON_PROMPT``,
+``VERIFY_JSON_PROMPT``); ``off`` keeps the free text. Every gap list and every vote records how
+it parsed (a free-text vote is ``direct`` when it opens with True / False, ``fallback`` for
+yes / no or a later True / False, ``failed`` for neither), so the parse rate covers both.
 
 The reranker (``rerank`` option, a ``hopqa.retrieval.rerank`` spec as ``--rerank`` takes): the paper's is a
 sentence-transformers cross-encoder; no cross-encoder weights install offline here, so the
@@ -49,32 +61,85 @@ from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import MethodConfig, Result, RetrievingMethod, register
 from hopqa.methods.parsing import clean_answer
 from hopqa.methods.retrieve_read import Reader
-from hopqa.methods.structured import Parsed, direct, failed, fallback
+from hopqa.methods.structured import (
+    Parsed,
+    StructuredMode,
+    direct,
+    failed,
+    fallback,
+    json_reply,
+    object_schema,
+    read,
+    string_list,
+    use_schema,
+)
 from hopqa.retrieval.base import Retriever
 from hopqa.retrieval.rerank import make_reranker, rerank
-from hopqa.text import render_passages
+from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
 
 #: Query generation (§3.2): the knowledge gaps of the current passages, as sub-questions.
-GAP_PROMPT = (
+GAP_TASK = (
     "Question: {question}\n\nPassages:\n{passages}\n\n"
     "Answering the question takes several facts, one after another. Which of these facts do the passages "
-    "above not state? Write each missing fact as a question that can be searched on its own, as a numbered "
-    "list. Write None only if the passages state every fact the answer needs.\n\nMissing facts as questions:"
+    "above not state? Write each missing fact as a question that can be searched on its own"
 )
-#: Self-verification (§3.3): one True/False judgement of a sub-question.
-VERIFY_PROMPT = (
+GAP_PROMPT = (
+    GAP_TASK + ", as a numbered list. Write None only if the passages state every fact the answer needs."
+    "\n\nMissing facts as questions:"
+)
+#: Self-verification (§3.3): one True/False judgement of a sub-question (the question, then the cue).
+VERIFY_QUESTION = (
     "Main question: {question}\nSub-question: {subquestion}\n\n"
     "Is the sub-question aligned with the main question: does answering it fill a gap in the knowledge "
-    "needed to answer the main question? Answer True or False.\nAnswer:"
+    "needed to answer the main question?"
 )
+VERIFY_PROMPT = VERIFY_QUESTION + " Answer True or False.\nAnswer:"
 #: The answer from the final top-k (§3.5).
 READ_PROMPT = (
     "Answer the question using the passages below. Reply with a short answer of a few words, "
     "without explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
 )
 READER = Reader(READ_PROMPT, max_tokens=32)
+
+# -- structured outputs (issue 16): the same prompts, the cue replaced by a JSON instruction ----------
+#: The gap list as JSON: the sub-questions (an empty list: no gap, as "None" in free text).
+GAP_JSON_PROMPT = GAP_TASK + ". Leave the list empty only if the passages state every fact the answer needs.\n{reply}"
+GAP_REPLY = json_reply({"missing_facts": ["a question for one missing fact", "..."]})
+#: A vote as JSON.
+VOTE_SCHEMA = object_schema({"aligned": {"type": "boolean"}})
+VERIFY_JSON_PROMPT = VERIFY_QUESTION + "\n{reply}"
+VOTE_REPLY = json_reply({"aligned": True}) + " (true or false)"
+#: Room for the JSON wrapper of a structured call (keys, quotes, brackets), in tokens.
+JSON_TOKENS = 32
+
+
+def gap_schema(limit: int) -> dict[str, Any]:
+    """The gap list's schema: at most ``limit`` sub-questions."""
+    return object_schema({"missing_facts": string_list(limit)})
+
+
+def gaps_from_json(obj: dict[str, Any], limit: int) -> list[str] | None:
+    """The sub-questions of a JSON gap list (``missing_facts``), cleaned and deduplicated as in
+    free text, at most ``limit``; None without a list."""
+    items = obj.get("missing_facts")
+    if not isinstance(items, list):
+        return None
+    out: list[str] = []
+    for item in items:
+        text = clean_answer(str(item).strip("*_ ")) if isinstance(item, str) else ""
+        if text and text.lower() not in {o.lower() for o in out}:
+            out.append(text)
+    return out[:limit]
+
+
+def vote_from_json(obj: dict[str, Any]) -> bool | None:
+    """A JSON vote's ``aligned`` (a boolean, or the words true / false); None otherwise."""
+    value = obj.get("aligned")
+    if isinstance(value, bool):
+        return value
+    return parse_vote(value) if isinstance(value, str) else None
 
 _ITEM = re.compile(r"^\s*(?:\(?\d+[.):]|[-*\u2022]|sub-?question\s*\d*\s*:|q\d+\s*:)\s*", re.IGNORECASE)
 _NONE = re.compile(r"^\W*(none|no (?:knowledge )?gaps?|no sub-?questions?|nothing)\b", re.IGNORECASE)
@@ -121,12 +186,24 @@ def parse_vote(text: str) -> bool | None:
     return None
 
 
+def read_vote(text: str) -> Parsed[bool]:
+    """A free-text vote, with how it read: ``direct`` when it opens with True or False,
+    ``fallback`` when the word comes later or is yes / no, ``failed`` when there is none
+    (the vote then counts as not True)."""
+    vote = parse_vote(text)
+    if vote is None:
+        return failed("neither True nor False")
+    if re.match(r"^\W*(true|false)\b", text, re.IGNORECASE):
+        return direct(vote, "True/False")
+    return fallback(vote, "yes/no or a later True/False")
+
+
 @dataclass
 class LeapQueryConfig(MethodConfig):
     #: Passages kept (the top-k the loop refines and the answer reads).
     k: int = 5
     #: Passages each verified sub-question retrieves.
-    l: int = field(default=3, metadata={"range": (1, None)})  # noqa: E741 (the paper's name)
+    l: int = field(default=3, metadata={"range": (1, None)})  # the paper's name
     #: Verification votes per sub-question (majority: more than half True).
     votes: int = field(default=5, metadata={"range": (1, None)})
     vote_temperature: float = field(default=0.7, metadata={"range": (0.0, 2.0)})
@@ -139,6 +216,9 @@ class LeapQueryConfig(MethodConfig):
     gap_tokens: int = field(default=128, metadata={"range": (1, None)})
     max_tokens: int = 32
     seed: int = 0
+    #: Structured outputs for the gap list and the votes (``hopqa.methods.structured``): ``auto``
+    #: (JSON schemas where the backend can), ``on``, or ``off`` (free text and forgiving parsers).
+    structured: StructuredMode = "auto"
 
 
 @register("leapquery")
@@ -168,17 +248,25 @@ class LeapQuery(RetrievingMethod):
             s.mark_hop(question, label="retrieve")
             top = self.rerank(question, self.retriever.search(question, cfg.k))
             s.output(passages=[p.id for p in top])
+        asked = {normalize_answer(question)}  # the main question and every sub-question searched
         for it in range(1, cfg.max_iter + 1):
             with step("iteration", iteration=it) as s:
-                subs = self.gaps(question, top)
-                if not subs:
+                named = self.gaps(question, top)
+                if not named:
                     s.note("no knowledge gap named: stop")
+                    break
+                subs = [q for q in named if normalize_answer(q) not in asked]
+                if len(subs) < len(named):
+                    s.output(redundant=[q for q in named if q not in subs])
+                if not subs:
+                    s.note("every sub-question restates the question or one already searched: stop")
                     break
                 verified = self.verify(question, subs)
                 if not verified:
                     s.note("no sub-question verified: stop")
                     break
                 pool = {p.id: p for p in top}
+                asked.update(normalize_answer(q) for q in verified)
                 for sub in verified:
                     with step("retrieve", query=sub, k=cfg.l) as r:
                         r.mark_hop(sub, label="sub-question")
@@ -199,12 +287,19 @@ class LeapQuery(RetrievingMethod):
 
     def gaps(self, question: str, top: list[Passage]) -> list[str]:
         """Query generation: the sub-questions for the knowledge gaps of ``top``."""
+        cfg = self.config
+        limit = cfg.max_subquestions
         with step("gaps") as s:
-            prompt = GAP_PROMPT.format(question=question,
-                                       passages=render_passages(top, max_words=self.config.max_passage_words))
-            gen = self.llm.generate(prompt, max_tokens=self.config.gap_tokens, stop=["\n\nQuestion:"])
-            parsed = parse_gaps(gen.text, self.config.max_subquestions)
-            s.record_parse("gaps", parsed.status, parsed.how)
+            passages = render_passages(top, max_words=cfg.max_passage_words)
+            structured = use_schema(self.llm, cfg.structured, who="LeapQuery's gap list")
+            if structured:
+                gen = self.llm.generate(GAP_JSON_PROMPT.format(question=question, passages=passages, reply=GAP_REPLY),
+                                        max_tokens=cfg.gap_tokens + JSON_TOKENS, schema=gap_schema(limit))
+            else:
+                gen = self.llm.generate(GAP_PROMPT.format(question=question, passages=passages),
+                                        max_tokens=cfg.gap_tokens, stop=["\n\nQuestion:"])
+            parsed = read(gen.text, structured, lambda o: gaps_from_json(o, limit), lambda t: parse_gaps(t, limit),
+                          field="gaps", schema_ignored=gen.schema_ignored)
             subs = parsed.value or []
             s.output(raw=gen.text, subquestions=subs)
         return subs
@@ -214,13 +309,23 @@ class LeapQuery(RetrievingMethod):
         batch), kept on a majority of True."""
         cfg = self.config
         with step("verify", votes=cfg.votes) as s:
-            requests = [GenerationRequest.make(VERIFY_PROMPT.format(question=question, subquestion=sub), n=cfg.votes,
-                                               temperature=cfg.vote_temperature, max_tokens=4, seed=cfg.seed)
-                        for sub in subs]
+            structured = use_schema(self.llm, cfg.structured, who="LeapQuery's votes")
+            if structured:
+                requests = [GenerationRequest.make(VERIFY_JSON_PROMPT.format(question=question, subquestion=sub,
+                                                                             reply=VOTE_REPLY),
+                                                   n=cfg.votes, temperature=cfg.vote_temperature,
+                                                   max_tokens=4 + JSON_TOKENS // 2, seed=cfg.seed, schema=VOTE_SCHEMA)
+                            for sub in subs]
+            else:
+                requests = [GenerationRequest.make(VERIFY_PROMPT.format(question=question, subquestion=sub),
+                                                   n=cfg.votes, temperature=cfg.vote_temperature, max_tokens=4,
+                                                   seed=cfg.seed)
+                            for sub in subs]
             kept: list[str] = []
             tally = []
             for sub, gen in zip(subs, self.llm.map(requests)):
-                votes = [parse_vote(t) for t in gen.texts]
+                votes = [read(t, structured, vote_from_json, read_vote, field="vote", step=s,
+                              schema_ignored=gen.schema_ignored).value for t in gen.texts]
                 true = sum(v is True for v in votes)
                 ok = true * 2 > cfg.votes
                 tally.append({"subquestion": sub, "votes": [t.strip() for t in gen.texts], "true": true,
