@@ -15,6 +15,15 @@ asked for: the JSON of a schema-constrained call, or the paper's free-text forma
 was taken). They are events with the message ``parse``; ``Trace.parse_counts`` (and
 ``parse_counts`` on a serialised trace) count them, the evaluation's parse rate.
 
+Live observation: inside ``with observe(callback):`` every trace created (a method's
+``answer``) reports its steps as they happen, to stream a trace while the method runs (the
+HTTP service): ``{"event": "open", "id", "parent", "kind", "inputs"}`` when a step is made and
+``{"event": "close", "id", "parent", ...the step's own record (``Step.record``)}`` each time a
+block inside it ends (a step entered more than once, e.g. a tree node reviewed and later
+visited, closes more than once: the last close is its final record). Events of one step come
+in that order and a child's open comes after its parent's; callbacks run in the method's
+threads and must be quick and thread-safe (a queue's ``put``); an exception in one is ignored.
+
 Everything serialises to plain JSON (``to_dict`` / ``from_dict``) so a trace can be written
 with an evaluation result, read back, and rendered by the CLI or a web page.
 """
@@ -64,6 +73,34 @@ def parse_counts(trace: dict[str, Any] | None) -> dict[str, int]:
 
 
 _current: contextvars.ContextVar[Step | None] = contextvars.ContextVar("hopqa_step", default=None)
+#: A trace observer: called with each step event (module docstring).
+Observer = Callable[[dict[str, Any]], None]
+_observer: contextvars.ContextVar[Observer | None] = contextvars.ContextVar("hopqa_observer", default=None)
+
+
+@contextmanager
+def observe(callback: Observer) -> Iterator[None]:
+    """Report the steps of every trace created inside the block to ``callback`` (module docstring)."""
+    token = _observer.set(callback)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
+
+
+def _emit(s: Step, event: str, parent: Step | None = None) -> None:
+    callback = getattr(s, "_observer", None)
+    if callback is None:
+        return
+    if event == "open":
+        record = {"event": "open", "id": s.id, "parent": parent.id if parent is not None else None,
+                  "kind": s.kind, "inputs": s.inputs}
+    else:
+        record = {"event": "close", "parent": getattr(s, "_parent_id", None), **s.record()}
+    try:
+        callback(record)
+    except Exception:  # an observer never breaks the method it watches
+        pass
 _ids = itertools.count(1)
 
 
@@ -157,7 +194,12 @@ class Step:
     def find(self, kind: str) -> list[Step]:
         return [s for s in self.walk() if s.kind == kind]
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> dict[str, Any]:
+        """This step's own record: ``to_dict`` without the children (a copy, taken under the lock)."""
+        with self._lock:
+            return json.loads(json.dumps(self.to_dict(children=False)))
+
+    def to_dict(self, children: bool = True) -> dict[str, Any]:
         return {
             "id": self.id,
             "kind": self.kind,
@@ -169,7 +211,7 @@ class Step:
             "error": self.error,
             "seconds": round(self.seconds, 4),
             **({"hop": self.hop} if self.hop is not None else {}),
-            "children": [c.to_dict() for c in self.children],
+            **({"children": [c.to_dict() for c in self.children]} if children else {}),
         }
 
     @classmethod
@@ -194,8 +236,10 @@ class Trace:
 
     def __init__(self, root: Step | None = None, **inputs: Any) -> None:
         self.root = root or Step(kind="question", inputs={k: _jsonable(v) for k, v in inputs.items()})
+        observer = _observer.get()
         for s in self.root.walk():
             s._trace_key = id(self)
+            s._observer = observer
 
     @contextmanager
     def step(self, kind: str, **inputs: Any) -> Iterator[Step]:
@@ -210,6 +254,8 @@ class Trace:
     def activate(self) -> Iterator[Step]:
         """Make the root the current step (used by a method's ``answer`` around its body)."""
         token = _current.set(self.root)
+        if not self.root.started:
+            _emit(self.root, "open")
         self.root.started = self.root.started or time.time()
         t0 = time.perf_counter()
         try:
@@ -221,6 +267,7 @@ class Trace:
         finally:
             self.root.seconds += time.perf_counter() - t0
             _current.reset(token)
+            _emit(self.root, "close")
 
     def _owns(self, step: Step) -> bool:
         return getattr(step, "_trace_key", None) == id(self)
@@ -349,7 +396,10 @@ def _hop_of(s: Step, depth: int) -> Hop:
 def _new_child(parent: Step, kind: str, inputs: dict[str, Any]) -> Step:
     s = Step(kind=kind, inputs={k: _jsonable(v) for k, v in inputs.items()})
     s._trace_key = getattr(parent, "_trace_key", None)
+    s._observer = getattr(parent, "_observer", None)
+    s._parent_id = parent.id
     parent.add_child(s)
+    _emit(s, "open", parent)
     return s
 
 
@@ -405,3 +455,4 @@ def within(s: Step) -> Iterator[Step]:
         with s._lock:
             s.seconds += time.perf_counter() - t0
         _current.reset(token)
+        _emit(s, "close")

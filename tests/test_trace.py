@@ -94,3 +94,68 @@ def test_child_step_is_entered_later_from_any_thread():
                 raise RuntimeError("boom")
     assert all([c.kind for c in k.children] == ["expand"] for k in kids)
     assert kids[0].error == "RuntimeError: boom" and kids[1].error is None and kids[0].started > 0
+
+
+# -- live observation (the service's streamed trace) -----------------------------------------------------
+def test_observe_reports_each_step_as_it_opens_and_closes_and_nests_like_the_trace():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hopqa.trace import child_step, observe, submit, within
+
+    events: list[dict] = []
+    with observe(events.append):
+        trace = Trace(question="q")
+    with trace.activate():
+        with step("plan") as s:
+            s.output(steps=2)
+            with step("retrieve", query="a"):
+                pass
+        nodes = [child_step("node", i=i) for i in range(3)]
+
+        def review(node):
+            with within(node), step("review"):
+                pass
+
+        with ThreadPoolExecutor(2) as pool:
+            for f in [submit(pool, review, n) for n in nodes]:
+                f.result()
+        with within(nodes[0]):  # entered again: closes again
+            nodes[0].output(action="accept")
+    opened = {e["id"]: e for e in events if e["event"] == "open"}
+    # every step of the final trace was announced once, with its parent, before it closed
+    final = {s.id: s for s in trace.root.walk()}
+    assert set(opened) == set(final)
+    parents = {c.id: p.id for p in trace.root.walk() for c in p.children}
+    assert all(opened[i]["parent"] == parents.get(i) for i in opened)
+    for i in final:
+        first_open = next(n for n, e in enumerate(events) if e["id"] == i and e["event"] == "open")
+        closes = [n for n, e in enumerate(events) if e["id"] == i and e["event"] == "close"]
+        assert closes and first_open < closes[0]
+        if opened[i]["parent"] is not None:  # a child opens after its parent
+            assert first_open > next(n for n, e in enumerate(events) if e["id"] == opened[i]["parent"])
+    last = [e for e in events if e["id"] == nodes[0].id and e["event"] == "close"][-1]
+    assert last["outputs"] == {"action": "accept"} and "children" not in last
+    plan_close = next(e for e in events if e["event"] == "close" and e["kind"] == "plan")
+    assert plan_close["outputs"] == {"steps": 2} and plan_close["parent"] == trace.root.id
+    assert events[-1]["event"] == "close" and events[-1]["id"] == trace.root.id
+    json.dumps(events)  # plain JSON, ready to stream
+
+
+def test_observer_errors_are_ignored_and_traces_outside_observe_report_nothing():
+    from hopqa.trace import observe
+
+    def broken(event):
+        raise RuntimeError("observer down")
+
+    with observe(broken):
+        trace = Trace(question="q")
+    with trace.activate(), step("read") as s:
+        s.output(answer="x")
+    assert trace.root.children[0].outputs == {"answer": "x"}
+    seen: list[dict] = []
+    with observe(seen.append):
+        pass
+    other = Trace(question="q")
+    with other.activate(), step("read"):
+        pass
+    assert seen == []
