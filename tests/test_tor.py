@@ -1,5 +1,6 @@
 """Tree of Reviews and CoR: review parsing, pruning, the DFS on a scripted LLM (known tree, counted
-calls), concurrent = sequential, the reader's context fill, Recall@15, then the real model."""
+calls), concurrent = sequential, the reader's context fill, Recall@15, structured outputs (JSON
+reviews and MPC completions), then the real model."""
 
 from __future__ import annotations
 
@@ -13,11 +14,25 @@ import pytest
 
 from hopqa.build import build_method
 from hopqa.evaluation.runner import summarize
-from hopqa.llm.base import GenerationRequest
+from hopqa.llm.base import GENERATE, STRUCTURED, GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.base import MethodError
 from hopqa.methods.tor.fusion import Evidence, fuse, top_by_similarity
-from hopqa.methods.tor.review import parse_mpc, parse_review
+from hopqa.methods.tor.prompts import REVIEW_DEMOS
+from hopqa.methods.tor.review import (
+    MPC_INSTRUCTION,
+    MPC_SCHEMA,
+    Review,
+    mpc_from_json,
+    parse_mpc,
+    parse_review,
+    read_mpc,
+    review_from_json,
+    review_instruction,
+    review_schema,
+    review_text,
+)
+from hopqa.trace import Trace
 from hopqa.types import Passage
 from tests.scripted_retriever import ScriptedRetriever as _ScriptedRetriever
 
@@ -279,6 +294,317 @@ def test_cor_stops_at_the_turn_limit_and_reads_the_chain():
     retriever = ScriptedRetriever({Q: "A", "query of A": "B"})
     ans = build_method("cor", ScriptedLLM(cor_reply), retriever, shots=0, max_turns=2).answer(Q)
     assert len(ans.trace.root.find("review")) == 2 and ans.metrics["evidence"] == 0.0
+    assert any("empty evidence pool" in e["message"] for e in ans.trace.root.find("read")[0].events)
+
+
+# -- structured outputs -------------------------------------------------------------------------------
+JSON_LLM = {GENERATE, STRUCTURED}
+
+
+def js(**fields) -> str:
+    return json.dumps(fields)
+
+
+def review_json(review: Review, thoughts: bool = True) -> str:
+    """``review`` as the JSON a schema-constrained review writes."""
+    obj = {"thought": review.thought} if thoughts else {}
+    obj.update(relevance="relevant" if review.relevant else "irrelevant",
+               support="supported" if review.supported else "unsupported", answer=review.answer, query=review.query)
+    return json.dumps(obj)
+
+
+class IgnoringLLM(ScriptedLLM):
+    """A backend that declares STRUCTURED but answered in free text (a server that refused every
+    ``response_format``)."""
+
+    def _complete(self, request):
+        gen = super()._complete(request)
+        gen.schema_ignored = request.schema is not None
+        return gen
+
+
+def parse_records(answer) -> list[tuple[str, str, str, bool]]:
+    """(field, status, how, structured) of every parse record, depth first."""
+    return [(e["field"], e["status"], e["how"], e["structured"]) for s in answer.trace.root.walk() for e in s.events
+            if e["message"] == "parse"]
+
+
+def test_review_schema_and_instruction():
+    assert review_schema(True) == {
+        "type": "object",
+        "properties": {"thought": {"type": "string"},
+                       "relevance": {"type": "string", "enum": ["relevant", "irrelevant"]},
+                       "support": {"type": "string", "enum": ["supported", "unsupported"]},
+                       "answer": {"type": "string"}, "query": {"type": "string"}},
+        "required": ["thought", "relevance", "support", "answer", "query"], "additionalProperties": False}
+    assert list(review_schema(False)["properties"]) == ["relevance", "support", "answer", "query"]
+    assert review_schema(False)["required"] == ["relevance", "support", "answer", "query"]
+    plain = review_instruction(False)
+    assert plain.startswith("Reply with one JSON object of this form: {") and "\n" not in plain
+    assert json.loads(plain.split(": ", 1)[1]) == {
+        "relevance": "relevant | irrelevant", "support": "supported | unsupported",
+        "answer": "the short answer when supported, else empty",
+        "query": "a search query for the missing information when unsupported, else empty"}
+    assert next(iter(json.loads(review_instruction(True).split(": ", 1)[1]))) == "thought"
+    assert MPC_SCHEMA["properties"] == {"info": {"type": "string"}} and '"info"' in MPC_INSTRUCTION
+
+
+@pytest.mark.parametrize("obj, review", [
+    ({"thought": "Spielberg is  American.", "relevance": "relevant", "support": "supported", "answer": "American",
+      "query": "ignored"}, Review(True, True, answer="American", thought="Spielberg is American.")),
+    ({"relevance": "relevant", "support": "unsupported", "answer": "", "query": "Where was Hemingway born?"},
+     Review(True, False, query="Where was Hemingway born?")),
+    # an irrelevant review keeps its query (no relevance pruning, CoR), not its answer
+    ({"relevance": "irrelevant", "support": "unsupported", "answer": "x", "query": "Who directed The Zone?"},
+     Review(False, False, query="Who directed The Zone?")),
+    ({"relevance": "irrelevant"}, Review(False, False)),
+    # usable without the output text: the method rejects a search without a query
+    ({"relevance": "relevant", "support": "supported", "answer": "", "query": ""}, Review(True, True)),
+    ({"relevance": "relevant", "support": "unsupported", "answer": "", "query": ""}, Review(True, False)),
+    # a server that ignored the schema: case and a leaked output tag forgiven
+    ({"relevance": " RELEVANT", "support": "Supported", "answer": "[ANSWER] Ada", "query": 3},
+     Review(True, True, answer="Ada")),
+])
+def test_review_from_json(obj, review):
+    assert review_from_json(obj) == review
+
+
+@pytest.mark.parametrize("obj", [
+    {}, {"relevance": "maybe", "support": "supported", "answer": "Ada"}, {"relevance": None},
+    {"relevance": ["relevant"]}, {"relevance": "relevant"}, {"relevance": "relevant", "support": "partly"},
+])
+def test_review_from_json_without_a_usable_judgment(obj):
+    assert review_from_json(obj) is None
+
+
+def test_review_text_is_the_demonstrations_format_and_reads_back():
+    # Table 8's demonstrations, from their "Step 1" on
+    demos = ["Step 1" + demo.render(False).split("\nStep 1", 1)[1] for demo in REVIEW_DEMOS]
+    assert review_text(Review(False, False)) == demos[0]
+    assert review_text(Review(True, False, query="Where was Ernest Hemingway born?")) == demos[1]
+    assert review_text(Review(True, True, answer="American")) == demos[2]
+    # the thought is Step 2's reasoning path (Step 1's thought of an irrelevant review)
+    assert review_text(Review(True, True, answer="American", thought="He is American.")) == (
+        "Step 1\n- Judgment: [RELEVANT]\nStep 2\n- Thought: He is American.\n- Judgment: [SUPPORTED]\nStep 3\n"
+        "- Output: [ANSWER] American")
+    assert review_text(Review(False, False, query="Who directed it?", thought="Off topic.")) == (
+        "Step 1\n- Thought: Off topic.\n- Judgment: [IRRELEVANT]\nStep 2\n- Judgment: [UNSUPPORTED]\nStep 3\n"
+        "- Output: [QUERY] Who directed it?")
+    for review in (Review(True, True, answer="Oak Park, Illinois"), Review(True, False, query="q?"),
+                   Review(False, False), Review(False, False, query="q?")):
+        parsed = parse_review(review_text(review))
+        assert parsed.status == "direct" and parsed.value == review
+
+
+def test_mpc_from_json_and_read_mpc():
+    assert mpc_from_json({"info": " [INFO] Lyon is\non the Rhone."}) == "Lyon is on the Rhone."
+    assert mpc_from_json({"info": " "}) is None and mpc_from_json({"info": 3}) is None
+    assert mpc_from_json({"info": "word " * 500}).count("word") == 80
+    trace = Trace()
+    with trace.activate():
+        direct = read_mpc(js(info="Lyon is on the Rhone."), True)
+        cut = read_mpc('{"info": "Lyon is on', True)
+        free = read_mpc("- Information: [INFO] Lyon.", True, schema_ignored=True)
+        empty = read_mpc(js(info=""), True)
+        off = read_mpc("- Information: [INFO] Lyon.", False)
+    assert (direct.status, direct.value) == ("direct", "Lyon is on the Rhone.")
+    assert (cut.status, cut.value) == ("fallback", "Lyon is on")
+    assert (free.status, free.value, free.how) == ("fallback", "Lyon.", "schema ignored by the server; free text: [INFO]")
+    assert empty.status == "failed" and off == parse_mpc("- Information: [INFO] Lyon.")
+    assert trace.parse_counts() == {"direct": 0, "fallback": 0, "failed": 0}  # the parse rate counts reviews only
+
+
+WORLD = {
+    "C": Review(True, True, answer="Ada", thought="C names the founder."),
+    "A": Review(True, False, query="query of A", thought="A names the company, not its founder."),
+    "B": Review(False, False, thought="B is about something else."),
+    "AD": Review(True, True, answer="Ada Lovelace", thought="A and D give the founder."),
+    "AC": Review(True, True, answer="Ada"),
+    "BE": Review(False, False),
+}
+
+
+def world(json_reviews: bool):
+    """The scripted world of ``world_reply`` with reviews from ``WORLD``: as JSON (the schema's
+    fields, a thought only when the schema has one) or as the paper's text (``review_text``)."""
+
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if prompt.startswith("Instruction:I will give you a query"):
+            review = WORLD.get(_path_ids(prompt), Review(False, False))
+            if not json_reviews:
+                return review_text(review)
+            thoughts = "thought" in (request.schema_dict() or {}).get("properties", {})
+            return review_json(review, thoughts)
+        if prompt.startswith("Instruction:I will give you a question") and json_reviews:  # MPC
+            return js(info="info of " + ("B" if "Title B" in prompt.rsplit("References: ", 1)[1] else "A"))
+        return world_reply(request)
+
+    return reply
+
+
+def review_requests(llm) -> list[GenerationRequest]:
+    return [r for r in llm.requests if r.text().startswith("Instruction:I will give you a query")]
+
+
+def test_tor_structured_reviews_build_the_free_text_tree():
+    free_llm = ScriptedLLM(world(False))
+    free = tor(free_llm, widths="3,2", depth=2, expansion="cot").answer(Q)
+    llm = ScriptedLLM(world(True), capabilities=JSON_LLM)
+    ans = tor(llm, widths="3,2", depth=2, expansion="cot").answer(Q)  # structured=auto
+    assert ans.error is None and ans.answer == free.answer == "Ada Lovelace"
+    assert nodes(ans) == nodes(free) == [(1, "C", "accept"), (1, "A", "search"), (2, "AD", "accept"),
+                                         (1, "B", "reject")]
+    # Table 7's prompt unchanged, then the JSON line; the thought-first schema; room for the JSON
+    for on, off in zip(review_requests(llm), review_requests(free_llm), strict=True):
+        assert on.prompt == off.prompt + review_instruction(True) and off.prompt.endswith("\n")
+        assert on.schema_dict() == review_schema(True) and off.schema is None
+        assert on.max_tokens == 256 + 32 and off.max_tokens == 256 and on.stop == off.stop == ("\nQuestion:",)
+    assert len(review_requests(llm)) == 4 and all(r.schema is None for r in llm.requests[4:])  # the reader
+    # the trace shows the review in the paper's format, as in free text, and the JSON as it came
+    for on, off in zip(ans.trace.root.find("node"), free.trace.root.find("node"), strict=True):
+        assert on.outputs["review"] == off.outputs["review"] and "raw" not in off.outputs
+        assert json.loads(on.outputs["raw"])["relevance"] in ("relevant", "irrelevant")
+    assert ans.trace.root.find("node")[0].outputs["review"].startswith("Step 1\n- Judgment: [RELEVANT]\nStep 2\n"
+                                                                       "- Thought: C names the founder.")
+    # the brief analysis: the JSON's thought and answer
+    assert ans.trace.root.find("tree")[0].outputs["evidence"][0]["analysis"] == "C names the founder. Ada"
+    assert parse_records(ans) == [("review", "direct", "json", True)] * 4
+    assert [r[:3] for r in parse_records(free)] == [("review", "direct", "supported"),
+                                                    ("review", "direct", "unsupported"),
+                                                    ("review", "direct", "supported"), ("review", "direct", "irrelevant")]
+
+
+def test_tor_structured_mpc_and_plain_review():
+    retriever = ScriptedRetriever(TABLE)
+    llm = ScriptedLLM(world(True), capabilities=JSON_LLM)
+    ans = tor(llm, retriever, widths="3,2", depth=2).answer(Q)  # expansion=mpc: Table 8's review
+    assert ans.error is None and ans.answer == "Ada Lovelace" and retriever.queries == [Q, "info of A"]
+    assert all(r.schema_dict() == review_schema(False) for r in review_requests(llm))
+    assert all(r.prompt.endswith("\n" + review_instruction(False)) for r in review_requests(llm))
+    (mpc,) = [r for r in llm.requests if r.text().startswith("Instruction:I will give you a question")]
+    assert mpc.schema_dict() == MPC_SCHEMA and mpc.prompt.endswith("\n" + MPC_INSTRUCTION)
+    assert mpc.max_tokens == 160 + 32
+    (expand,) = ans.trace.root.find("expand")
+    assert expand.outputs["parsed"] == "direct" and expand.outputs["query"] == "info of A"
+    assert json.loads(expand.outputs["raw"]) == {"info": "info of A"}
+    # one parse record per review, as in free text (MPC's status is the expand step's output)
+    assert ans.trace.parse_counts() == {"direct": 4, "fallback": 0, "failed": 0}
+    # Table 8's format: no thought
+    assert ans.trace.root.find("node")[1].outputs["review"] == (
+        "Step 1\n- Judgment: [RELEVANT]\nStep 2\n- Judgment: [UNSUPPORTED]\nStep 3\n- Output: [QUERY] query of A")
+
+
+def test_tor_free_text_under_a_schema_is_a_fallback():
+    llm = IgnoringLLM(world_reply, capabilities=JSON_LLM)  # the paper's text, not JSON
+    ans = tor(llm, widths="3,2", depth=2, expansion="cot").answer(Q)
+    assert nodes(ans) == [(1, "C", "accept"), (1, "A", "search"), (2, "AD", "accept"), (1, "B", "reject")]
+    assert all(r.schema is not None for r in review_requests(llm))
+    assert [r[1:] for r in parse_records(ans)] == [
+        ("fallback", "schema ignored by the server; free text: supported", True),
+        ("fallback", "schema ignored by the server; free text: unsupported", True),
+        ("fallback", "schema ignored by the server; free text: supported", True),
+        ("fallback", "schema ignored by the server; free text: irrelevant", True)]
+    # a server that honoured the schema but the reply holds no JSON object: the same free-text reading
+    plain = ScriptedLLM(world_reply, capabilities=JSON_LLM)
+    ans = tor(plain, widths="3,2", depth=2, expansion="cot").answer(Q)
+    assert parse_records(ans)[0][1:] == ("fallback", "no JSON object; free text: supported", True)
+    # the review read from free text is shown in the tag format; the reply itself is the raw output
+    node = ans.trace.root.find("node")[0]
+    assert node.outputs["raw"] == REVIEWS["C"] and node.outputs["review"] == review_text(Review(True, True, answer="Ada"))
+
+
+def test_tor_json_without_a_usable_relevance_is_rejected():
+    llm = ScriptedLLM([js(thought="?", relevance="maybe", support="supported", answer="Ada", query=""),
+                       "The answer is Ada."], capabilities=JSON_LLM)
+    ans = tor(llm, ScriptedRetriever({Q: "C"}), expansion="cot").answer(Q)
+    assert nodes(ans) == [(1, "C", "reject")]
+    assert parse_records(ans) == [("review", "failed", "JSON without a usable value", True)]
+    node = ans.trace.root.find("node")[0]
+    assert any("unparseable review" in e["message"] for e in node.events)
+    # nothing was read: the reply itself is shown
+    assert node.outputs["review"] == node.outputs["raw"] == js(thought="?", relevance="maybe", support="supported",
+                                                                answer="Ada", query="")
+
+
+def test_tor_structured_off_is_the_papers_free_text():
+    def run(mode: str, caps: set[str]):
+        llm = ScriptedLLM(world_reply, capabilities=caps)
+        return tor(llm, widths="3,2", depth=2, structured=mode).answer(Q), llm
+
+    off, off_llm = run("off", JSON_LLM)
+    auto, auto_llm = run("auto", {GENERATE})
+    assert all(r.schema is None for r in off_llm.requests)
+    assert [(r.prompt, r.stop, r.max_tokens) for r in off_llm.requests] == [
+        (r.prompt, r.stop, r.max_tokens) for r in auto_llm.requests]
+    assert nodes(off) == nodes(auto) and off.answer == auto.answer
+    assert parse_records(off) == parse_records(auto) and {r[3] for r in parse_records(off)} == {False}
+    assert [s.outputs["review"] for s in off.trace.root.find("node")] == [
+        REVIEWS.get(path, "- Judgment: [IRRELEVANT]") for _, path, _ in nodes(off)]
+    assert all("raw" not in s.outputs for s in off.trace.root.find("node"))
+
+
+@pytest.mark.parametrize("name, who", [("tor", "Tree of Reviews' review"), ("cor", "Chain of Reviews' review")])
+def test_structured_on_without_the_capability_is_an_error(name, who):
+    llm = ScriptedLLM(["x"])
+    retriever = ScriptedRetriever(TABLE)
+    ans = build_method(name, llm, retriever, shots=1, structured="on").answer(Q)
+    assert ans.error is not None and ans.error.startswith("UnsupportedCapability: ")
+    assert f"{who} (set structured=auto or off to use free text) needs it" in ans.error
+    assert llm.requests == [] and retriever.queries == []
+
+
+def cor_json_reply(request: GenerationRequest) -> str:
+    """``cor_reply`` as JSON reviews."""
+    prompt = request.text()
+    if prompt.startswith("Instruction:"):
+        if "D" in _path_ids(prompt):
+            return review_json(Review(True, True, answer="Ada", thought="C then D."))
+        return review_json(Review(True, False, query="query of A", thought="The founder is missing."))
+    return "The answer is Ada."
+
+
+def test_cor_structured_reviews():
+    free_llm = ScriptedLLM(cor_reply)
+    free = build_method("cor", free_llm, ScriptedRetriever(TABLE), shots=0).answer(Q)
+    retriever = ScriptedRetriever(TABLE)
+    llm = ScriptedLLM(cor_json_reply, capabilities=JSON_LLM)
+    ans = build_method("cor", llm, retriever, shots=0).answer(Q)
+    assert ans.error is None and ans.answer == free.answer == "Ada" and retriever.queries == [Q, "query of A"]
+    reviews = ans.trace.root.find("review")
+    assert [s.outputs["action"] for s in reviews] == ["search", "accept"]
+    for on, off in zip(llm.requests[:2], free_llm.requests[:2], strict=True):
+        assert on.prompt == off.prompt + review_instruction(True) and on.schema_dict() == review_schema(True)
+        assert on.max_tokens == 256 + 32 and off.schema is None
+    assert llm.requests[2].schema is None  # the reader
+    assert reviews[0].outputs["review"] == ("Step 1\n- Judgment: [RELEVANT]\nStep 2\n- Thought: The founder is missing.\n"
+                                            "- Judgment: [UNSUPPORTED]\nStep 3\n- Output: [QUERY] query of A")
+    assert json.loads(reviews[1].outputs["raw"])["answer"] == "Ada"
+    assert ans.trace.root.find("read")[0].llm_calls[0]["prompt"].count("C then D. Ada") == 1  # the brief analysis
+    assert parse_records(ans) == [("review", "direct", "json", True)] * 2
+    # structured=off on a backend that could: the paper's prompts, no schema, the same records as before
+    off_llm = ScriptedLLM(cor_reply, capabilities=JSON_LLM)
+    off = build_method("cor", off_llm, ScriptedRetriever(TABLE), shots=0, structured="off").answer(Q)
+    assert off.answer == "Ada" and all(r.schema is None for r in off_llm.requests)
+    assert [(r.prompt, r.stop, r.max_tokens) for r in off_llm.requests] == [
+        (r.prompt, r.stop, r.max_tokens) for r in free_llm.requests]
+    assert parse_records(off) == parse_records(free) == [("review", "direct", "unsupported", False),
+                                                         ("review", "direct", "supported", False)]
+    assert [s.outputs for s in off.trace.root.find("review")] == [s.outputs for s in free.trace.root.find("review")]
+
+
+def test_cor_structured_fallback_and_failure():
+    # free text under the schema: read by the free-text parser
+    llm = IgnoringLLM(cor_reply, capabilities=JSON_LLM)
+    ans = build_method("cor", llm, ScriptedRetriever(TABLE), shots=0).answer(Q)
+    assert ans.answer == "Ada" and [r[1] for r in parse_records(ans)] == ["fallback", "fallback"]
+    # a JSON object without a relevance judgment: the chain stops, the reader reads its paragraphs
+    llm = ScriptedLLM([js(thought="x", relevance="", support="supported", answer="Ada", query=""),
+                       "The answer is Ada."], capabilities=JSON_LLM)
+    ans = build_method("cor", llm, ScriptedRetriever(TABLE), shots=0).answer(Q)
+    (review,) = ans.trace.root.find("review")
+    assert review.outputs["action"] == "stop" and any("unparseable review" in e["message"] for e in review.events)
+    assert parse_records(ans) == [("review", "failed", "JSON without a usable value", True)]
     assert any("empty evidence pool" in e["message"] for e in ans.trace.root.find("read")[0].events)
 
 

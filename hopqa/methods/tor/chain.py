@@ -16,7 +16,10 @@ Documented fallbacks: the chain stops (recorded in the trace) on an unreadable r
 review without a query, a query that brings no new paragraph, or the turn limit; the reader then
 reads all the chain's paragraphs with Table 10's paragraph-based prompt. The chain's paragraphs
 fill the review prompt within ``total_passage_words`` (a small model's context is short).
-Recall@15 as ToR (``recall_k``).
+Recall@15 as ToR (``recall_k``). Structured outputs (``structured``) as ToR's review: the same
+prompt and one JSON instruction line, ``{"thought": str, "relevance": ..., "support": ...,
+"answer": str, "query": str}`` (``hopqa.methods.tor.review``); the step's ``review`` output is
+the review written back in the tag format, its ``raw`` output the JSON as it came.
 """
 
 from __future__ import annotations
@@ -24,10 +27,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hopqa.methods.base import MethodConfig, Result, register
+from hopqa.methods.structured import StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import Evidence
 from hopqa.methods.tor.method import STOP_SEQUENCES, EvidenceReader, Fusion, read_pool
 from hopqa.methods.tor.prompts import COR, REVIEW_FORMAT, review_demos
-from hopqa.methods.tor.review import cap_query, parse_review
+from hopqa.methods.tor.review import (
+    JSON_TOKENS,
+    cap_query,
+    parse_review,
+    review_from_json,
+    review_instruction,
+    review_outputs,
+    review_schema,
+)
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -46,6 +58,9 @@ class CoRConfig(MethodConfig):
     max_tokens: int = 128
     context_tokens: int | None = field(default=None, metadata={"range": (256, None)})
     recall_k: int = field(default=15, metadata={"range": (1, None)})
+    #: Structured outputs for the reviews (``hopqa.methods.structured``): ``auto`` where the backend
+    #: can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
+    structured: StructuredMode = "auto"
 
 
 @register("cor")
@@ -57,6 +72,7 @@ class ChainOfReviews(EvidenceReader):
 
     def run(self, question: str) -> Result:
         cfg = self.config
+        structured = use_schema(self.llm, cfg.structured, who="Chain of Reviews' review")
         chain: list[Passage] = []
         pool: list[Evidence] = []
         query = question
@@ -84,17 +100,23 @@ class ChainOfReviews(EvidenceReader):
                     question=question,
                     documents=documents,
                 )
-                gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens, stop=STOP_SEQUENCES)
-                parsed = parse_review(gen.text)
-                s.record_parse("review", parsed.status, parsed.how)
+                if structured:  # max_tokens: room for the JSON wrapper too
+                    gen = self.llm.generate(prompt + review_instruction(True),
+                                            max_tokens=cfg.review_tokens + JSON_TOKENS, stop=STOP_SEQUENCES,
+                                            schema=review_schema(True))
+                else:
+                    gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens, stop=STOP_SEQUENCES)
+                parsed = read(gen.text, structured, review_from_json, parse_review, field="review", step=s,
+                              schema_ignored=gen.schema_ignored)
                 review = parsed.value
+                s.output(**review_outputs(gen.text, review, structured))
                 if review is None:
-                    s.output(review=gen.text, action="stop")
+                    s.output(action="stop")
                     s.note("unparseable review: the chain stops")
                     break
                 if review.relevant and review.supported:
                     pool.append(Evidence(tuple(chain), review.analysis))
-                    s.output(review=gen.text, action="accept")
+                    s.output(action="accept")
                     s.mark_hop(
                         question,
                         answer=review.answer,
@@ -103,11 +125,7 @@ class ChainOfReviews(EvidenceReader):
                     )
                     break
                 query = cap_query(review.query)
-                s.output(
-                    review=gen.text,
-                    action="search" if query else "stop",
-                    query=query or None,
-                )
+                s.output(action="search" if query else "stop", query=query or None)
                 if not query:
                     s.note("no query in the review: the chain stops")
                     break

@@ -29,7 +29,16 @@ Every mechanism, with its default and the option that changes it (METHODS.md §4
    ``evidence`` (default). The reader's prompt is filled with as much evidence as fits the
    context (``hopqa.methods.tor.fusion``: ``context_tokens`` option, else the model's window,
    else the paper's 4096); its answer is read after "The answer is".
-7. **Recall@15** (§4.2): the method's passages are the pool's paragraphs, ranked by similarity
+7. **Structured outputs** (``structured``, ``hopqa.methods.structured``; default ``auto``): where
+   the backend constrains to a JSON schema, a review sends the same prompt followed by one JSON
+   instruction line and is asked for ``{"thought": str, "relevance": "relevant"|"irrelevant",
+   "support": "supported"|"unsupported", "answer": str, "query": str}`` (no ``thought`` with
+   Table 8's review; ``hopqa.methods.tor.review``), an MPC completion for ``{"info": str}``. The
+   node's ``review`` output is the review written back in the demonstrations' tag format (the
+   JSON is its ``raw`` output), so the trace reads as in free text; a reply without a JSON object
+   goes to the free-text parser (``fallback``), a JSON object without a usable relevance (or, when
+   relevant, support) judgment is ``failed`` and rejected. ``off``: the paper's free text.
+8. **Recall@15** (§4.2): the method's passages are the pool's paragraphs, ranked by similarity
    to the final response (the ``embedder`` component, MiniLM by default) and cut to
    ``recall_k=15`` when more were gathered (the evaluation's support recall is then Recall@15).
 
@@ -37,7 +46,7 @@ Documented fallbacks (recorded in the trace):
 
 - An unreadable review (``failed`` parse) -> **Reject** ("unparseable review" on the node).
 - A Search without a query (an empty ``[QUERY]`` under ``direct``/``cot``, or an MPC call with
-  no ``[INFO]``): the review's ``[QUERY]`` if any, else the node is rejected ("no query").
+  no ``[INFO]`` or an empty ``info``): the review's ``[QUERY]`` if any, else the node is rejected ("no query").
 - An empty evidence pool: the reader reads the root's retrieved paragraphs with Table 10's
   paragraph-based prompt (the paper leaves this case open).
 
@@ -49,7 +58,8 @@ the same as sequential execution (at temperature 0). The embedded model runs one
 
 Cost figures (Table 5) are the answer's ``metrics``: ``docs_reviewed`` (#Doc, distinct
 paragraphs reviewed) and ``evidence`` (#Evidence); #API is the LLM calls of the usage, and the
-evaluation reports their ratio (``docs_per_call``). The parse rate counts review outputs.
+evaluation reports their ratio (``docs_per_call``). The parse rate counts review outputs (not
+the MPC completions, in either mode: their status is the ``expand`` step's ``parsed`` output).
 """
 
 from __future__ import annotations
@@ -67,7 +77,7 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
-from hopqa.methods.structured import Parsed
+from hopqa.methods.structured import Parsed, StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import (
     Evidence,
     context_limit,
@@ -85,7 +95,19 @@ from hopqa.methods.tor.prompts import (
     mpc_demos,
     review_demos,
 )
-from hopqa.methods.tor.review import Review, cap_query, parse_mpc, parse_review
+from hopqa.methods.tor.review import (
+    JSON_TOKENS,
+    MPC_INSTRUCTION,
+    MPC_SCHEMA,
+    Review,
+    cap_query,
+    parse_review,
+    read_mpc,
+    review_from_json,
+    review_instruction,
+    review_outputs,
+    review_schema,
+)
 from hopqa.retrieval.base import Retriever
 from hopqa.text import render_passages
 from hopqa.trace import Step, child_step, step, submit, within
@@ -135,6 +157,9 @@ class ToRConfig(MethodConfig):
     recall_k: int = field(default=15, metadata={"range": (1, None)})
     #: Sibling reviews in flight at once (None: the backend's ``max_concurrency``).
     concurrency: int | None = field(default=None, metadata={"range": (1, None)})
+    #: Structured outputs for the reviews and MPC completions (``hopqa.methods.structured``): ``auto``
+    #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
+    structured: StructuredMode = "auto"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -208,7 +233,8 @@ class TreeOfReviews(EvidenceReader):
     config: ToRConfig
 
     def run(self, question: str) -> Result:
-        search = TreeSearch(self.llm, self.retriever, self.config, question)
+        structured = use_schema(self.llm, self.config.structured, who="Tree of Reviews' review")
+        search = TreeSearch(self.llm, self.retriever, self.config, question, structured=structured)
         with step("retrieve", query=question, k=search.widths[0]) as s:
             s.mark_hop(question, label="retrieve")
             root_hits = self.retriever.search(question, search.widths[0])
@@ -242,6 +268,8 @@ class TreeSearch:
     retriever: Retriever
     config: ToRConfig
     question: str
+    #: The reviews (and MPC completions) are schema-constrained (``use_schema``).
+    structured: bool = False
     pool: list[Evidence] = field(default_factory=list)
     reviewed: set[str] = field(default_factory=set)
 
@@ -277,7 +305,8 @@ class TreeSearch:
         """Take the node's action: accept into the pool, or search and expand its children."""
         cfg = self.config
         s = node.step
-        s.output(review=node.raw, action=node.action, query=node.query or None)
+        review = node.parsed.value if node.parsed is not None else None
+        s.output(**review_outputs(node.raw, review, self.structured), action=node.action, query=node.query or None)
         if node.action == ACCEPT:
             assert node.parsed is not None and node.parsed.value is not None
             evidence = Evidence(node.path, node.parsed.value.analysis)
@@ -317,10 +346,14 @@ class TreeSearch:
             question=self.question,
             documents=self._documents(node.path),
         )
-        gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens, stop=STOP_SEQUENCES)
+        if self.structured:  # max_tokens: room for the JSON wrapper too
+            gen = self.llm.generate(prompt + review_instruction(thoughts), max_tokens=cfg.review_tokens + JSON_TOKENS,
+                                    stop=STOP_SEQUENCES, schema=review_schema(thoughts))
+        else:
+            gen = self.llm.generate(prompt, max_tokens=cfg.review_tokens, stop=STOP_SEQUENCES)
+        node.parsed = read(gen.text, self.structured, review_from_json, parse_review, field="review",
+                           step=node.step, schema_ignored=gen.schema_ignored)
         node.raw = gen.text
-        node.parsed = parse_review(gen.text)
-        node.step.record_parse("review", node.parsed.status, node.parsed.how)
         review = node.parsed.value
         if review is None:
             node.action = REJECT
@@ -353,9 +386,13 @@ class TreeSearch:
                 question=self.question,
                 documents=self._documents(node.path),
             )
-            gen = self.llm.generate(prompt, max_tokens=cfg.mpc_tokens, stop=STOP_SEQUENCES)
+            if self.structured:
+                gen = self.llm.generate(prompt + MPC_INSTRUCTION, max_tokens=cfg.mpc_tokens + JSON_TOKENS,
+                                        stop=STOP_SEQUENCES, schema=MPC_SCHEMA)
+            else:
+                gen = self.llm.generate(prompt, max_tokens=cfg.mpc_tokens, stop=STOP_SEQUENCES)
             node.mpc_raw = gen.text
-            node.mpc = parse_mpc(gen.text)
+            node.mpc = read_mpc(gen.text, self.structured, gen.schema_ignored)
             if node.mpc.value:
                 node.query = node.mpc.value
             else:

@@ -23,14 +23,33 @@ that models under 20B parameters keep to this format less than 85% of the time, 
 A line that offers both alternatives ("Judgment: [RELEVANT] or [IRRELEVANT]", the format's own
 words copied back) decides nothing. Tags in a Thought do not count: only the judgment lines and,
 when there are none, bracketed tags anywhere. The parsers run in time linear in the reply.
+
+Structured outputs (``structured``, ``hopqa.methods.structured``): a schema-constrained review
+sends the same prompt followed by ``review_instruction`` and is asked for ``review_schema``:
+``{"thought": str, "relevance": "relevant"|"irrelevant", "support": "supported"|"unsupported",
+"answer": str, "query": str}`` (the thought first, the evidence before the judgments; Table 8's
+review has no ``thought``). ``review_from_json`` reads it into the same ``Review`` (None, a
+``failed`` parse, without a relevance judgment or, for a relevant review, a support judgment)
+and ``review_text`` writes a ``Review`` back in the demonstrations' tag format for the trace. A
+missing-paragraph completion asks for ``{"info": str}`` (``MPC_SCHEMA``, ``read_mpc``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from hopqa.methods.structured import Parsed, direct, failed, fallback
+from hopqa.methods.structured import (
+    Parsed,
+    direct,
+    failed,
+    fallback,
+    json_reply,
+    object_schema,
+    read,
+)
+from hopqa.trace import Step
 
 #: Words of a tag, longest first so that IRRELEVANT is not read as RELEVANT.
 _RELEVANCE = re.compile(r"(\[\s*)?\b(irrelevant|not\s+relevant|relevant)\b(\s*\])?", re.IGNORECASE)
@@ -201,3 +220,110 @@ def parse_mpc(text: str) -> Parsed[str]:
     if not info:
         return failed("empty [INFO]")
     return direct(info, how) if m is not None else fallback(info, how)
+
+
+# -- structured outputs (module docstring) -------------------------------------------------------------
+#: Room for the JSON wrapper of a structured call (its keys, quotes and braces), in tokens.
+JSON_TOKENS = 32
+RELEVANCE = ("relevant", "irrelevant")
+SUPPORT = ("supported", "unsupported")
+#: An output tag copied into a JSON string ("[ANSWER] Ada"), dropped.
+_LEAKED_TAG = re.compile(r"^\s*\[\s*(answer|query|info)\s*\]\s*:?\s*", re.IGNORECASE)
+
+
+def review_schema(thoughts: bool) -> dict[str, Any]:
+    """The JSON schema of a review: with a ``thought`` first (Tables 7 and 13) or without (Table 8)."""
+    return object_schema({
+        **({"thought": {"type": "string"}} if thoughts else {}),
+        "relevance": {"type": "string", "enum": list(RELEVANCE)},
+        "support": {"type": "string", "enum": list(SUPPORT)},
+        "answer": {"type": "string"},
+        "query": {"type": "string"},
+    })
+
+
+def review_instruction(thoughts: bool) -> str:
+    """The line closing a schema-constrained review prompt (``json_reply``)."""
+    return json_reply({
+        **({"thought": "briefly, the reasoning path from the documents to the answer, or what information is "
+                       "missing"} if thoughts else {}),
+        "relevance": " | ".join(RELEVANCE),
+        "support": " | ".join(SUPPORT),
+        "answer": "the short answer when supported, else empty",
+        "query": "a search query for the missing information when unsupported, else empty",
+    })
+
+
+def _json_text(obj: dict[str, Any], key: str) -> str:
+    """A string field of a JSON reply, whitespace collapsed and a leaked output tag dropped ('' if not a string)."""
+    value = obj.get(key)
+    return _LEAKED_TAG.sub("", " ".join(value.split())) if isinstance(value, str) else ""
+
+
+def review_from_json(obj: dict[str, Any]) -> Review | None:
+    """A ``review_schema`` object as a ``Review``; None without a relevance judgment, or for a
+    relevant review without a support judgment. As in free text an irrelevant review keeps its
+    query (searched without relevance pruning and in CoR); a relevant review keeps the output its
+    support judgment calls for, even empty (the method rejects a search without a query)."""
+    relevance = obj.get("relevance")
+    relevance = relevance.strip().lower() if isinstance(relevance, str) else None
+    if relevance not in RELEVANCE:
+        return None
+    thought = _json_text(obj, "thought")
+    if relevance == "irrelevant":
+        return Review(relevant=False, supported=False, query=_json_text(obj, "query"), thought=thought)
+    support = obj.get("support")
+    support = support.strip().lower() if isinstance(support, str) else None
+    if support not in SUPPORT:
+        return None
+    if support == "supported":
+        return Review(relevant=True, supported=True, answer=_json_text(obj, "answer"), thought=thought)
+    return Review(relevant=True, supported=False, query=_json_text(obj, "query"), thought=thought)
+
+
+def review_text(review: Review) -> str:
+    """``review`` in the demonstrations' format (``hopqa.methods.tor.prompts.ReviewDemo``), for the
+    trace: Step 1's judgment, then for a relevant review Step 2's thought (the reasoning path,
+    ``Review.thought``) and judgment and Step 3's output. An irrelevant review shows its thought
+    under Step 1 and, when it has a query, the query under Step 3."""
+    thought = [f"- Thought: {review.thought}"] if review.thought else []
+    if not review.relevant:
+        lines = ["Step 1", *thought, "- Judgment: [IRRELEVANT]"]
+        if review.query:
+            lines += ["Step 2", "- Judgment: [UNSUPPORTED]", "Step 3", f"- Output: [QUERY] {review.query}"]
+        return "\n".join(lines)
+    output = f"[ANSWER] {review.answer}" if review.supported else f"[QUERY] {review.query}"
+    return "\n".join([
+        "Step 1", "- Judgment: [RELEVANT]",
+        "Step 2", *thought, "- Judgment: " + ("[SUPPORTED]" if review.supported else "[UNSUPPORTED]"),
+        "Step 3", "- Output: " + output.rstrip(),
+    ])
+
+
+def review_outputs(text: str, review: Review | None, structured: bool) -> dict[str, str]:
+    """A review step's trace outputs: ``review``, the reply (free text) or, for a structured
+    review that was read, ``review_text`` of it; and, when structured, ``raw``, the reply as it came."""
+    if not structured:
+        return {"review": text}
+    return {"review": review_text(review) if review is not None else text, "raw": text}
+
+
+#: A missing-paragraph completion's schema and the line closing its prompt.
+MPC_SCHEMA = object_schema({"info": {"type": "string"}})
+MPC_INSTRUCTION = json_reply({"info": "the missing information you supply from your knowledge"})
+
+
+def mpc_from_json(obj: dict[str, Any]) -> str | None:
+    """An ``MPC_SCHEMA`` object's information as the new query (``cap_query``); None when empty."""
+    return cap_query(_json_text(obj, "info")) or None
+
+
+def read_mpc(text: str, structured: bool, schema_ignored: bool = False) -> Parsed[str]:
+    """A completion read as ``parse_mpc`` reads it, or, under a schema, as ``read`` reads JSON
+    (falling back to ``parse_mpc`` for a reply without a JSON object). No parse record: the parse
+    rate counts the reviews only, in both modes; the expansion's status is its step's ``parsed``
+    output (``read`` records on a step of its own, dropped here)."""
+    if not structured:
+        return parse_mpc(text)
+    return read(text, True, mpc_from_json, parse_mpc, field="info", step=Step(kind="mpc"),
+                schema_ignored=schema_ignored)
