@@ -1,4 +1,4 @@
-"""The ``hopqa`` command: ask | eval | report | index | datasets | methods | demos | setup.
+"""The ``hopqa`` command: ask | eval | report | index | datasets | methods | demos | setup | serve.
 
 ``hopqa ask QUESTION`` answers with the default method (retrieve-then-read) on the default
 LLM (the embedded Qwen2.5-1.5B) over the demo corpus, printing the answer, the passages it
@@ -563,6 +563,56 @@ def cmd_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the HTTP service (``hopqa.server``) with uvicorn until interrupted: the model and the
+    default retriever are loaded once, at start; other retriever kinds on first use."""
+    from hopqa.config import service_api_key
+
+    key = args.api_key or service_api_key()
+    if not _loopback(args.host) and not key:
+        raise UsageError(f"--host {args.host} serves other machines: set an API key ($HOPQA_API_KEY or --api-key) "
+                         "or bind 127.0.0.1")
+    if args.runs is not None and not Path(args.runs).is_dir():
+        raise UsageError(f"no runs directory at {args.runs} (hopqa eval writes runs into --out, default runs/)")
+    runs = Path(args.runs) if args.runs is not None else (Path("runs") if Path("runs").is_dir() else None)
+    spec, source = _main_spec(args)
+    retriever = _retriever(args)
+    llm = _load_llm(spec, source, args)
+    import uvicorn
+
+    from hopqa.build import corpus_retriever
+    from hopqa.server import RetrieverCache, ServiceSettings, create_app
+
+    def other_kind(kind: str) -> Any:
+        return corpus_retriever(index=args.index, corpus=args.corpus, home=args.home, kind=kind, progress=False)
+
+    settings = ServiceSettings(llm=llm, retriever_for=RetrieverCache(retriever, other_kind), runs_dir=runs,
+                               api_key=key, max_queue=args.max_queue, timeout=args.timeout,
+                               llm_name=redact_credentials(spec), home=Path(args.home) if args.home else None)
+    where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}"
+    print(f"hopqa: serving {settings.llm_name} over {retriever.name} at {where} (the page at /, the API at /docs; "
+          f"runs: {runs if runs is not None else 'none, see --runs'}; key: {'required' if key else 'none'})",
+          file=sys.stderr)
+    try:
+        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info",
+                    timeout_graceful_shutdown=5)
+    finally:
+        llm.close()
+    return 0
+
+
 # -- parser --------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hopqa", description="Multi-hop question answering by question decomposition.")
@@ -660,6 +710,23 @@ def build_parser() -> argparse.ArgumentParser:
                          "which share one embedding run of about 3 minutes on 2 cores)")
     st.add_argument("--bm25-only", action="store_true", help="build the demo corpus's BM25 index only")
     st.set_defaults(func=cmd_setup)
+
+    serve_options = _model_options("--llm", "--corpus", "--index", "--retriever", "--no-cache",
+                                   retriever="the default search of requests (one may ask for another: built on "
+                                             "first use)")
+    sv = sub.add_parser("serve", parents=[common, serve_options],
+                        help="the HTTP service: the web page, the API (/docs), OpenAI-compatible chat")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default 127.0.0.1: this machine only; any other needs an API key)")
+    sv.add_argument("--port", type=_number(int, 0, 65535), default=8000, help="port (default 8000)")
+    sv.add_argument("--runs", metavar="DIR", help="evaluation runs shown by /v1/runs (default ./runs if it exists)")
+    sv.add_argument("--api-key", metavar="KEY", help="the key every /v1 request must carry (Authorization: Bearer "
+                    "KEY); better $HOPQA_API_KEY: a command line is visible to other users")
+    sv.add_argument("--max-queue", type=COUNT, default=8,
+                    help="requests admitted at once, running or waiting (default 8); more get 429")
+    sv.add_argument("--timeout", type=_number(float, above=0), default=600.0,
+                    help="seconds a request may take before it gets 504 (default 600)")
+    sv.set_defaults(func=cmd_serve)
     return p
 
 

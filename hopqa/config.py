@@ -79,6 +79,12 @@ def openai_api_key() -> str | None:
     return os.environ.get("OPENAI_API_KEY") or None
 
 
+def service_api_key() -> str | None:
+    """The key every ``/v1`` request to ``hopqa serve`` must carry: ``$HOPQA_API_KEY`` (``--api-key``
+    wins over it), or None."""
+    return os.environ.get("HOPQA_API_KEY") or None
+
+
 def milvus_token() -> str | None:
     """The token (``user:password`` or an API key) for a Milvus server: ``$MILVUS_TOKEN``."""
     return os.environ.get("MILVUS_TOKEN") or None

@@ -1,4 +1,4 @@
-"""GenSco — a generator decomposes, a scorer selects the passage sequence (Chakraborty et al. 2024):
+"""GenSco — a generator decomposes, a scorer selects the passage sequence (Fazili et al. 2024):
 
 - ``method``   Algorithm 1, the scorer's NLL (Eq. 2), the stopping rules of the three
                variants (Eq. 1 for -stop, Eq. 4 for -no-QD) and the config

@@ -1,4 +1,4 @@
-"""GenSco — a generator decomposes, a scorer selects the passage sequence (Chakraborty et al.
+"""GenSco — a generator decomposes, a scorer selects the passage sequence (Fazili et al.
 2024; METHODS.md §2, Algorithm 1, Eqs. 1-4, Tables 6-9).
 
 Given the question Q and its candidate passages P (the question's own paragraphs in the

@@ -1,4 +1,4 @@
-"""GenSco prompt templates (Chakraborty et al. 2024, Appendix B, Tables 6-9).
+"""GenSco prompt templates (Fazili et al. 2024, Appendix B, Tables 6-9).
 
 Tables 6 and 7 go to the generator; Tables 8 and 9 go to the scorer, whose *generation* is
 never used: only the log-likelihood of a given continuation (the question) after the prompt.
