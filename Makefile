@@ -2,7 +2,8 @@
 #   make demo   set everything up (venv, dependencies, embedded models, demo corpus index)
 #               and answer a multi-hop question with the embedded Qwen2.5-1.5B
 #   make test   set up what the tests need and run the test suite (what CI runs)
-# Other targets: make setup (no Qwen), make test-quick (skip model-heavy tests), make clean.
+# Other targets: make setup (no Qwen), make test-quick (skip model-heavy tests), make browser (Chromium
+# for the web page's tests, part of make test), make clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -22,7 +23,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 endif
 LLAMA_CPP_PYTHON := llama-cpp-python[server]==0.3.36
 
-.PHONY: demo setup setup-qwen test test-quick clean
+.PHONY: demo setup setup-qwen test test-quick browser clean
 
 demo: setup-qwen
 	$(BIN)/hopqa ask "$(QUESTION)"
@@ -57,11 +58,27 @@ setup: $(STAMP)
 setup-qwen: $(QWEN_STAMP)
 	$(BIN)/hopqa setup --model qwen2.5-1.5b
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-quick: $(STAMP)
+test-quick: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The web page's tests (tests/test_server_page.py) drive a real headless Chromium through
+# chromedriver: Debian's packages, installed once where missing (sudo unless root). Without apt,
+# or if the install fails, the browser tests are skipped, saying why; the rest still runs.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "== no apt-get: install Chromium and chromedriver yourself for the browser tests (skipped without them)"; \
+	else \
+	  echo "== installing Chromium and chromedriver for the web page's browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+	  $$APT install -y chromium chromium-driver \
+	    || { $$APT update && $$APT install -y chromium chromium-driver; } \
+	    || echo "== WARNING: Chromium could not be installed: the browser tests will be skipped"; \
+	fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info
