@@ -126,7 +126,9 @@ class TracedLLM(LLMWrapper):
                 u.record_llm(*(usage if usage is not None else (0, 0, False)))
 
 class TracedRetriever(RetrieverBase):
-    """Records every search (query, k, passage ids, seconds) and counts retrieval calls."""
+    """Records every search (query, k, the passages found: id, title, score and text, seconds)
+    and counts retrieval calls. The text makes every passage of a trace readable where it was
+    found (the web page, a run's records), not only the answer's."""
 
     def __init__(self, inner: Retriever) -> None:
         self.inner = inner
@@ -154,7 +156,7 @@ class TracedRetriever(RetrieverBase):
                 "retriever": self.name,
                 "query": query,
                 "k": k,
-                "passages": [{"id": p.id, "title": p.title, "score": p.score} for p in hits],
+                "passages": [{"id": p.id, "title": p.title, "score": p.score, "text": _clip(p.text)} for p in hits],
                 "seconds": round(seconds, 4),
             })
         for u in (_usage.get(), self.total):

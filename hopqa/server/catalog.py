@@ -22,8 +22,7 @@ from hopqa.methods.base import METHODS, get_method_class, method_config, option_
 from hopqa.options import field_kind
 
 #: The publication each method implements: title, first author's surname "et al." (or the
-#: authors), year. Titles as the papers print them (``/work/shared/papers`` for the five
-#: decomposition methods).
+#: authors), year. Titles as the papers print them.
 PAPERS: dict[str, dict[str, Any]] = {
     "hgot": {"title": "HGOT: Hierarchical Graph of Thoughts for Retrieval-Augmented In-Context Learning in "
                       "Factuality Evaluation", "authors": "Fang et al.", "year": 2024},

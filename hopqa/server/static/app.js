@@ -271,8 +271,7 @@
       parts.push(h("h3", { text: "Text" }), textBlock(p.text, "passage-text"));
     } else {
       parts.push(h("p", { class: "muted", text:
-        "The server did not send this passage's text: an answer carries the text of the passages it rests on only, "
-        + "and a run's records keep their ids, titles and scores." }));
+        "No text was recorded for this passage (a trace written before retrieval records carried passage text)." }));
     }
     if (p.seen && p.seen.length) {
       parts.push(h("h3", { text: "Retrieved by" }));
@@ -372,6 +371,7 @@
             e.seen.push({ step: s.id, kind: s.kind, query: r.query, score: p.score });
           }
           if (e.score === undefined || e.score === null) e.score = p.score;
+          if (p.text && !e.text) e.text = p.text;
         }
       }
     }
