@@ -19,6 +19,7 @@ from hopqa.server import ServiceSettings, create_app
 from hopqa.server.app import STATIC_DIR
 from hopqa.types import Example, Passage
 from tests.scripted_retriever import ScriptedRetriever
+from tests.server_world import self_ask_llm
 
 PASSAGES = {"a": Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County, North Dakota."),
             "b": Passage("b", "Stanley, North Dakota", "Stanley is a city in and the county seat of Mountrail County.")}
@@ -49,24 +50,6 @@ def retriever_for(search: ScriptedRetriever):
 def client(llm=None, **settings) -> TestClient:
     llm = llm if llm is not None else ScriptedLLM(replies=lambda request: "Stanley")
     return TestClient(create_app(ServiceSettings(llm=llm, retriever_for=retriever_for(retriever()), **settings)))
-
-
-def self_ask_llm() -> ScriptedLLM:
-    """Self-Ask with two follow-ups, each answered by reading passages: nested steps."""
-
-    def reply(request):
-        text = request.text()
-        if text.startswith("Answer the question using the passages") and "county is" in text:
-            return "Mountrail County"
-        if text.startswith("Answer the question using the passages"):
-            return "Stanley"
-        if text.endswith("Intermediate answer: Stanley."):
-            return "So the final answer is: Stanley."
-        if text.endswith("Intermediate answer: Mountrail County."):
-            return "Follow up: What is the county seat of Mountrail County?"
-        return "Yes.\nFollow up: Which county is Van Hook Township in?"
-
-    return ScriptedLLM(replies=reply)
 
 
 def events(text: str) -> list[tuple[str, object]]:

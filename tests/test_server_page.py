@@ -27,6 +27,7 @@ from hopqa.llm.scripted import ScriptedLLM
 from hopqa.server import ServiceSettings, create_app
 from hopqa.types import Example, Passage
 from tests.scripted_retriever import ScriptedRetriever
+from tests.server_world import self_ask_llm
 
 REPO = Path(__file__).resolve().parent.parent
 SCREENSHOT = REPO / "docs" / "server-page.png"
@@ -166,24 +167,6 @@ class EveryQuery(dict):
         return "ab"
 
 
-def self_ask_llm() -> ScriptedLLM:
-    """Self-Ask with two follow-ups, each answered by reading the passages: nested steps, two hops."""
-
-    def reply(request):
-        text = request.text()
-        if text.startswith("Answer the question using the passages") and "county is" in text:
-            return "Mountrail County"
-        if text.startswith("Answer the question using the passages"):
-            return "Stanley"
-        if text.endswith("Intermediate answer: Stanley."):
-            return "So the final answer is: Stanley."
-        if text.endswith("Intermediate answer: Mountrail County."):
-            return "Follow up: What is the county seat of Mountrail County?"
-        return "Yes.\nFollow up: Which county is Van Hook Township in?"
-
-    return ScriptedLLM(replies=reply, delay=0.2)
-
-
 def settings(llm=None, **kw) -> ServiceSettings:
     search = ScriptedRetriever(EveryQuery(), PASSAGES)
 
@@ -192,7 +175,7 @@ def settings(llm=None, **kw) -> ServiceSettings:
             return search
         raise ValueError(f"no {kind} index here")
 
-    return ServiceSettings(llm=llm if llm is not None else self_ask_llm(), retriever_for=retriever_for, **kw)
+    return ServiceSettings(llm=llm if llm is not None else self_ask_llm(delay=0.2), retriever_for=retriever_for, **kw)
 
 
 def open_page(driver, url: str) -> None:
