@@ -193,6 +193,7 @@ def json_world(gaps: list[str], votes: dict[str, str]):
         prompt = request.text()
         if '"missing_facts"' in prompt:
             assert request.schema is not None and "maxItems" in request.schema
+            assert request.schema.index('"stated"') < request.schema.index('"missing_facts"')  # evidence first
             return next(lists)
         if '"aligned"' in prompt:
             assert request.schema is not None

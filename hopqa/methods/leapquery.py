@@ -33,8 +33,9 @@ The loop (§3.1-3.5), with its defaults:
    passages are that top-k: the evaluation's support recall is Recall@5.
 
 Structured outputs (``structured``, ``hopqa.methods.structured``; issue 16): where the backend
-can constrain to a JSON schema, the gap list is ``{"missing_facts": [str, ...]}`` (at most
-``max_subquestions``; an empty list is "None") and each vote ``{"aligned": bool}``, both asked
+can constrain to a JSON schema, the gap list is ``{"stated": str, "missing_facts": [str, ...]}``
+(what the passages do state first, so the missing facts can be asked with the names they give;
+at most ``max_subquestions``; an empty list is "None") and each vote ``{"aligned": bool}``, both asked
 by the same prompt with its cue replaced by a JSON instruction (``GAP_JSON_PROMPT``,
 ``VERIFY_JSON_PROMPT``); ``off`` keeps the free text. Every gap list and every vote records how
 it parsed (a free-text vote is ``direct`` when it opens with True / False, ``fallback`` for
@@ -105,8 +106,17 @@ READER = Reader(READ_PROMPT, max_tokens=32)
 
 # -- structured outputs (issue 16): the same prompts, the cue replaced by a JSON instruction ----------
 #: The gap list as JSON: the sub-questions (an empty list: no gap, as "None" in free text).
-GAP_JSON_PROMPT = GAP_TASK + ". Leave the list empty only if the passages state every fact the answer needs.\n{reply}"
-GAP_REPLY = json_reply({"missing_facts": ["a question for one missing fact", "..."]})
+#: With a schema, the model first writes what the passages do state (``stated``, evidence before
+#: the decision, as every schema here orders its fields), so that a missing fact can be asked
+#: about with the names the passages give (the bridge entity of the next hop).
+GAP_JSON_PROMPT = (
+    GAP_TASK + ", using the names the passages give. Leave the list empty only if the passages state every fact "
+    "the answer needs.\n{reply}"
+)
+GAP_REPLY = json_reply({"stated": "the facts the answer needs that the passages do state, with their names",
+                        "missing_facts": ["a question for one missing fact", "..."]})
+#: Room for ``stated`` in a structured gap list, in tokens.
+STATED_TOKENS = 64
 #: A vote as JSON.
 VOTE_SCHEMA = object_schema({"aligned": {"type": "boolean"}})
 VERIFY_JSON_PROMPT = VERIFY_QUESTION + "\n{reply}"
@@ -117,7 +127,7 @@ JSON_TOKENS = 32
 
 def gap_schema(limit: int) -> dict[str, Any]:
     """The gap list's schema: at most ``limit`` sub-questions."""
-    return object_schema({"missing_facts": string_list(limit)})
+    return object_schema({"stated": {"type": "string"}, "missing_facts": string_list(limit)})
 
 
 def gaps_from_json(obj: dict[str, Any], limit: int) -> list[str] | None:
@@ -294,7 +304,8 @@ class LeapQuery(RetrievingMethod):
             structured = use_schema(self.llm, cfg.structured, who="LeapQuery's gap list")
             if structured:
                 gen = self.llm.generate(GAP_JSON_PROMPT.format(question=question, passages=passages, reply=GAP_REPLY),
-                                        max_tokens=cfg.gap_tokens + JSON_TOKENS, schema=gap_schema(limit))
+                                        max_tokens=cfg.gap_tokens + JSON_TOKENS + STATED_TOKENS,
+                                        schema=gap_schema(limit))
             else:
                 gen = self.llm.generate(GAP_PROMPT.format(question=question, passages=passages),
                                         max_tokens=cfg.gap_tokens, stop=["\n\nQuestion:"])
