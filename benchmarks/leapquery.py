@@ -47,7 +47,7 @@ def results_path(args: argparse.Namespace, label: str) -> Path:
 
 def run(args: argparse.Namespace, label: str) -> None:
     method, sets = VARIANTS.get(label, (label, []))
-    out = results_path(args, label).parents[1]
+    out = results_path(args, label).parents[2]
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", "musique", "--split", "dev", "--setting", "open",
            "--retriever", args.retriever, "--support-k", "5", "--limit", str(args.limit), "--llm", args.llm,
            "--method", method, "--out", str(out), "--no-progress", "--no-cache"]

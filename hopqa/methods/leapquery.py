@@ -109,12 +109,16 @@ READER = Reader(READ_PROMPT, max_tokens=32)
 #: With a schema, the model first writes what the passages do state (``stated``, evidence before
 #: the decision, as every schema here orders its fields), so that a missing fact can be asked
 #: about with the names the passages give (the bridge entity of the next hop).
+#: The reply's example shows the shape only: Qwen2.5-1.5B copied a field description given as the
+#: example's value ("the facts the answer needs that the passages do state") into 7 of 7 replies.
 GAP_JSON_PROMPT = (
-    GAP_TASK + ", using the names the passages give. Leave the list empty only if the passages state every fact "
-    "the answer needs.\n{reply}"
+    "Question: {question}\n\nPassages:\n{passages}\n\n"
+    "Answering the question takes several facts, one after another. Under \"stated\", write the facts the "
+    "answer needs that the passages above do state, with the names they give. Under \"missing_facts\", write "
+    "each fact the passages do not state as a question that can be searched on its own, using those names; leave "
+    "the list empty only if the passages state every fact the answer needs.\n{reply}"
 )
-GAP_REPLY = json_reply({"stated": "the facts the answer needs that the passages do state, with their names",
-                        "missing_facts": ["a question for one missing fact", "..."]})
+GAP_REPLY = json_reply({"stated": "...", "missing_facts": ["...", "..."]})
 #: Room for ``stated`` in a structured gap list, in tokens.
 STATED_TOKENS = 64
 #: A vote as JSON.
