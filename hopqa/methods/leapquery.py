@@ -55,6 +55,7 @@ owned by this module. k, l, n and max_iter are the issue's defaults where the pa
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -140,12 +141,18 @@ def gaps_from_json(obj: dict[str, Any], limit: int) -> list[str] | None:
     items = obj.get("missing_facts")
     if not isinstance(items, list):
         return None
+    return _distinct(item for item in items if isinstance(item, str))[:limit]
+
+
+def _distinct(items: Iterable[str]) -> list[str]:
+    """``items`` cleaned (markdown emphasis and answer labels stripped), empty ones and
+    case-insensitive repeats dropped, in order: a gap list's sub-questions, JSON or free text."""
     out: list[str] = []
     for item in items:
-        text = clean_answer(str(item).strip("*_ ")) if isinstance(item, str) else ""
+        text = clean_answer(item.strip("*_ "))
         if text and text.lower() not in {o.lower() for o in out}:
             out.append(text)
-    return out[:limit]
+    return out
 
 
 def vote_from_json(obj: dict[str, Any]) -> bool | None:
@@ -154,6 +161,7 @@ def vote_from_json(obj: dict[str, Any]) -> bool | None:
     if isinstance(value, bool):
         return value
     return parse_vote(value) if isinstance(value, str) else None
+
 
 _ITEM = re.compile(r"^\s*(?:\(?\d+[.):]|[-*\u2022]|sub-?question\s*\d*\s*:|q\d+\s*:)\s*", re.IGNORECASE)
 _NONE = re.compile(r"^\W*(none|no (?:knowledge )?gaps?|no sub-?questions?|nothing)\b", re.IGNORECASE)
@@ -170,20 +178,17 @@ def parse_gaps(text: str, limit: int) -> Parsed[list[str]]:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if lines and _NONE.match(lines[0]):
         return direct([], "none")
-    items: list[str] = []
+    found: list[str] = []
     numbered = True
     for line in lines:
         m = _ITEM.match(line)
         if m:
             numbered = numbered and bool(re.match(r"^\s*\(?\d", line))
-            item = line[m.end():].strip()
+            found.append(line[m.end():].strip())
         elif line.endswith("?"):
-            numbered, item = False, line
-        else:
-            continue
-        item = clean_answer(item.strip("*_ "))
-        if item and item.lower() not in {i.lower() for i in items}:
-            items.append(item)
+            numbered = False
+            found.append(line)
+    items = _distinct(found)
     if not items:
         return failed("no sub-question")
     kept = items[:limit]
@@ -325,17 +330,11 @@ class LeapQuery(RetrievingMethod):
         cfg = self.config
         with step("verify", votes=cfg.votes) as s:
             structured = use_schema(self.llm, cfg.structured, who="LeapQuery's votes")
-            if structured:
-                requests = [GenerationRequest.make(VERIFY_JSON_PROMPT.format(question=question, subquestion=sub,
-                                                                             reply=VOTE_REPLY),
-                                                   n=cfg.votes, temperature=cfg.vote_temperature,
-                                                   max_tokens=4 + JSON_TOKENS // 2, seed=cfg.seed, schema=VOTE_SCHEMA)
-                            for sub in subs]
-            else:
-                requests = [GenerationRequest.make(VERIFY_PROMPT.format(question=question, subquestion=sub),
-                                                   n=cfg.votes, temperature=cfg.vote_temperature, max_tokens=4,
-                                                   seed=cfg.seed)
-                            for sub in subs]
+            template, form = ((VERIFY_JSON_PROMPT, {"max_tokens": 4 + JSON_TOKENS // 2, "schema": VOTE_SCHEMA})
+                              if structured else (VERIFY_PROMPT, {"max_tokens": 4}))
+            requests = [GenerationRequest.make(template.format(question=question, subquestion=sub, reply=VOTE_REPLY),
+                                               n=cfg.votes, temperature=cfg.vote_temperature, seed=cfg.seed, **form)
+                        for sub in subs]
             kept: list[str] = []
             tally = []
             for sub, gen in zip(subs, self.llm.map(requests)):
