@@ -169,6 +169,7 @@ def read(
     field: str,
     step: Step | None = None,
     schema_ignored: bool = False,
+    record: bool = True,
 ) -> Parsed[T]:
     """Read one completion and record how it parsed on ``step`` (default: the current step).
 
@@ -177,7 +178,8 @@ def read(
     ``failed`` (the model kept to the format; there is nothing else to search: its text is no
     free text). A repaired object (cut short, closed) or a value read by ``parse_text`` from a
     reply with no JSON object at all (a server that ignored the schema) is a ``fallback``.
-    Without a schema ``parse_text`` decides the status itself."""
+    Without a schema ``parse_text`` decides the status itself. ``record=False`` reads without
+    recording (an output the parse rate does not count)."""
     if structured:
         obj, repaired = loads_object(text)
         value = from_json(obj) if obj is not None else None
@@ -198,7 +200,7 @@ def read(
     else:
         parsed = parse_text(text)
     target = step if step is not None else current_step()
-    if target is not None:
+    if record and target is not None:
         target.record_parse(field, parsed.status, parsed.how, structured=structured)
     return parsed
 

@@ -49,7 +49,6 @@ from hopqa.methods.structured import (
     object_schema,
     read,
 )
-from hopqa.trace import Step
 
 #: Words of a tag, longest first so that IRRELEVANT is not read as RELEVANT.
 _RELEVANCE = re.compile(r"(\[\s*)?\b(irrelevant|not\s+relevant|relevant)\b(\s*\])?", re.IGNORECASE)
@@ -322,8 +321,7 @@ def read_mpc(text: str, structured: bool, schema_ignored: bool = False) -> Parse
     """A completion read as ``parse_mpc`` reads it, or, under a schema, as ``read`` reads JSON
     (falling back to ``parse_mpc`` for a reply without a JSON object). No parse record: the parse
     rate counts the reviews only, in both modes; the expansion's status is its step's ``parsed``
-    output (``read`` records on a step of its own, dropped here)."""
+    output)."""
     if not structured:
         return parse_mpc(text)
-    return read(text, True, mpc_from_json, parse_mpc, field="info", step=Step(kind="mpc"),
-                schema_ignored=schema_ignored)
+    return read(text, True, mpc_from_json, parse_mpc, field="info", schema_ignored=schema_ignored, record=False)
