@@ -349,3 +349,25 @@ def test_passages_are_shown_whole_unless_a_cut_is_asked_for():
     cut.with_retriever(pool).answer(Q)
     assert not any(long.text in context for context, _ in calls)
     assert any("Mountrail County | What is the history of ..." in context for context, _ in calls)
+
+
+@pytest.mark.parametrize("shots", [0, 1])
+def test_short_answer_remedy_asks_table_6_for_the_answer_alone(shots):
+    """``answer=paper`` sends Table 6 as written; ``answer=short`` adds the short-answer request
+    to its instruction's first sentence, with and without demonstrations, and nothing else."""
+    from hopqa.methods.gensco.prompts import ANSWER_INSTRUCTION, SHORT_ANSWER_CLAUSE
+    from hopqa.types import Demo, DemoStep
+
+    demos = [Demo("Where is X?", "Y", (DemoStep("Where is X?", "Y", PASSAGES[0]),))][:shots]
+    prompts = {}
+    for answer in ("paper", "short"):
+        _, llm = gensco([Q1, "<FIN></FIN>"])
+        method = GenSco(llm, POOL, GenScoConfig(shots=shots, answer=answer), demos=demos)
+        assert method.answer(Q).answer == "Stanley"
+        prompts[answer] = [r.text() for r in llm.requests if r.text().startswith("Answer the question")][0]
+    assert SHORT_ANSWER_CLAUSE not in prompts["paper"]
+    assert prompts["short"].startswith("Answer the question given the context." + SHORT_ANSWER_CLAUSE)
+    assert prompts["short"].replace(SHORT_ANSWER_CLAUSE, "", 1) == prompts["paper"]
+    assert (ANSWER_INSTRUCTION in prompts["paper"]) == bool(shots)
+    with pytest.raises(MethodError, match="answer"):
+        GenSco(llm, POOL, GenScoConfig(shots=0, answer="terse"))

@@ -64,6 +64,12 @@ walk stop on the repeat. Off by default because Algorithm 1 treats a repeat as t
 decomposition: retrying overrides that stop, so it is a departure to ask for. The level's trace
 records the repeated sub-question and every retry (``retries``: raw, sub-question, seed).
 
+Short answers (``answer``; issue 16): ``paper`` (default) asks Table 6 as written; ``short``
+adds "Reply with a short answer of a few words, without explanation." to its instruction (the
+request every hopqa reader makes). Given Table 6 as one chat message, Qwen2.5-1.5B answered 11
+of its first 20 MuSiQue / HotpotQA questions with a sentence restating the question ("The team
+that Anna Benson's husband Kris Benson was on is ..."), which EM and F1 count against it.
+
 Cost per question: one generator call per level plus the answer; ``len(P)`` scorer calls per
 level (all candidates of a level are one batch: concurrent where the backend allows, and on
 the embedded model the prompt prefix shared by the candidates, the instruction and the
@@ -88,6 +94,7 @@ from hopqa.methods.base import (
 )
 from hopqa.methods.gensco.prompts import (
     ANSWER_INSTRUCTION,
+    ANSWER_INSTRUCTION_ZERO_SHOT,
     ANSWER_PROMPT,
     ANSWER_PROMPT_ZERO_SHOT,
     ANSWER_SHOT,
@@ -99,6 +106,7 @@ from hopqa.methods.gensco.prompts import (
     END_CLAUSE,
     FIRST_SUBQUESTION_REPLY,
     SCORE_PROMPT,
+    SHORT_ANSWER_CLAUSE,
     STOP_PROMPT,
     SUBQUESTION_REPLY,
     SUBQUESTION_SCHEMA,
@@ -148,10 +156,24 @@ class GenScoConfig(MethodConfig):
     #: the paper's rule, stop at once); each at ``repeat_temperature`` with its own seed.
     repeat_retries: int = field(default=0, metadata={"range": (0, 10)})
     repeat_temperature: float = field(default=0.5, metadata={"range": (0.0, 2.0), "above": 0.0})
+    #: The answer prompt: ``paper`` (Table 6 as written) or ``short`` (Table 6's instruction
+    #: asking for a short answer of a few words, without explanation: hopqa's remedy for small
+    #: chat models that answer with a sentence restating the question).
+    answer: Literal["paper", "short"] = "paper"
 
 
 #: The value of a parsed sub-question that ends the decomposition (the paper's end signal).
 FIN = "<FIN></FIN>"
+
+
+def answer_instruction(paper: str, answer: str) -> str:
+    """Table 6's instruction ``paper`` as written (``answer=paper``), or with the short-answer
+    request put in its first sentence (``answer=short``): "Answer the question given the context.
+    Reply with a short answer of a few words, without explanation. Here are a few examples:"."""
+    if answer != "short":
+        return paper
+    head, dot, tail = paper.partition(".")
+    return head + dot + SHORT_ANSWER_CLAUSE + tail
 
 
 def is_fin(text: str) -> bool:
@@ -358,9 +380,11 @@ class GenSco(FewShotMethod):
             shots = "\n\n".join(ANSWER_SHOT.format(question=d.question, answer=d.answer,
                                                    context=render_passages(d.passages, max_words=cfg.max_passage_words, **CONTEXT_FORMAT))
                                   for d in demos)
-            prompt = ANSWER_PROMPT.format(instruction=ANSWER_INSTRUCTION, shots=shots, question=question, context=context)
+            prompt = ANSWER_PROMPT.format(instruction=answer_instruction(ANSWER_INSTRUCTION, cfg.answer),
+                                          shots=shots, question=question, context=context)
         else:
-            prompt = ANSWER_PROMPT_ZERO_SHOT.format(question=question, context=context)
+            prompt = ANSWER_PROMPT_ZERO_SHOT.format(
+                instruction=answer_instruction(ANSWER_INSTRUCTION_ZERO_SHOT, cfg.answer), question=question, context=context)
         raw = self.llm.generate(prompt, max_tokens=32, temperature=cfg.temperature, stop=["\n\n", "\nQuestion:"]).text
         answer, how = extract_answer(raw)
         return clean_answer(answer), raw, how if demos else how + " (zero-shot: no training file for shots)"
