@@ -311,3 +311,18 @@ def test_structured_on_needs_a_backend_with_schemas():
     assert ans.answer == "" and ans.error is not None and ans.error.startswith("UnsupportedCapability")
     assert "HGOT predict" in ans.error and "structured=auto or off" in ans.error
     assert llm.requests == []
+
+
+def test_the_instructions_example_answer_copied_back_is_no_answer():
+    """Qwen2.5-1.5B on HotpotQA wrote the JSON instruction's placeholder as a sample's answer: it
+    is read as no answer (dropped beside a sample with one, as an empty answer is), and noted."""
+    copied = json.dumps({"statements": [{"text": "Stanley is the county seat", "citations": [2]}],
+                         "answer": "A short factoid answer, often between 1 and 5 words."})
+    replies = iter([copied, PREDICT_JSON])
+    method, llm = hgot(depth=0, replies=lambda r: next(replies))
+    ans = method.answer(Q)
+    probe = ans.trace.root.find("probe")[0]
+    assert ans.answer == "Stanley" and probe.outputs["votes"].keys() == {"Stanley"}
+    assert [p[1] for p in parses(probe)] == ["failed", "direct"]
+    assert any("copied the JSON instruction's example" in e["message"] for e in probe.events)
+    assert PREDICT_JSON_EXAMPLE["answer"] in json_reply(PREDICT_JSON_EXAMPLE)  # the text the model saw

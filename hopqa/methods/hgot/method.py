@@ -248,6 +248,13 @@ def read_plan_text(text: str, max_steps: int) -> Parsed[PlanDraft]:
     return fallback(draft, "loose step headers")
 
 
+def copies_the_example(answer: str) -> bool:
+    """Whether a structured Predict answer is the JSON instruction's own placeholder
+    (``PREDICT_JSON_EXAMPLE``'s answer, "a short factoid answer, often between 1 and 5 words",
+    after SQuAD normalisation), which Qwen2.5-1.5B wrote back in 2 of 174 HotpotQA samples."""
+    return bool(answer) and normalize_answer(answer) == normalize_answer(PREDICT_JSON_EXAMPLE["answer"])
+
+
 def plan_from_json(obj: dict[str, Any], max_steps: int) -> PlanDraft | None:
     """A JSON plan (``plan_schema``) in the paper's text form (``render_plan``): the first
     ``max_steps`` non-empty questions, whitespace collapsed, each with its integer
@@ -466,8 +473,8 @@ class HGOT(RetrievingMethod):
         citation numbers outside the passages shown are dropped (noted). A reply without usable
         JSON is read as free text. Free text: ``parse_thought``.
 
-        Samples without an answer (an empty ``answer`` under the schema, no ``Answer:`` label in
-        free text) go through ``complete_thoughts`` (``missing_answer``, on the paper's free-text
+        Samples without an answer (an empty ``answer`` under the schema, or the instruction's
+        example answer copied back, ``copies_the_example``; no ``Answer:`` label in free text) go through ``complete_thoughts`` (``missing_answer``, on the paper's free-text
         prompt). Then each sample's parse is recorded, once its fate is known: ``direct`` when the
         answer came as asked (the JSON's ``answer``, the ``Answer:`` label), ``fallback`` when
         ``missing_answer``'s rule gave it (or, under the schema, the JSON was cut short or the
@@ -491,6 +498,9 @@ class HGOT(RetrievingMethod):
             if from_json is not None:
                 thought, out_of_range = from_json
                 dropped += out_of_range
+                if copies_the_example(str(obj.get("answer", ""))):  # type: ignore[union-attr]
+                    s.note("a sample's answer copied the JSON instruction's example "
+                           f"({PREDICT_JSON_EXAMPLE['answer']!r}): read as no answer")
                 samples.append((thought, "json" if thought.answer else "missing", repaired))
             else:
                 thought = self.parse_thought(text, n_passages)
@@ -522,7 +532,8 @@ class HGOT(RetrievingMethod):
         written as the paper writes a rationale sentence, ``"<text> [1][3]."`` (markers the text
         carries itself are moved to its end), the rationale is the statements joined and is split
         again by ``split_statements`` as free text is. The answer is read as an ``Answer:``
-        field's (``completed_answer``); missing (a JSON cut before it) it is empty. None when
+        field's (``completed_answer``); missing (a JSON cut before it) or the instruction's own
+        example answer (``copies_the_example``) it is empty. None when
         ``statements`` is not a list."""
         items = obj.get("statements")
         answer = obj.get("answer", "")
@@ -546,6 +557,8 @@ class HGOT(RetrievingMethod):
                 sentences.append(sentence)
         rationale = " ".join(sentences)
         answer = HGOT.completed_answer(answer) if isinstance(answer, str) else ""
+        if copies_the_example(answer):  # the instruction's placeholder is no answer
+            answer = ""
         return Thought(rationale=rationale, answer=answer, statements=split_statements(rationale, n_passages)), dropped
 
     @staticmethod
