@@ -326,3 +326,30 @@ def test_the_instructions_example_answer_copied_back_is_no_answer():
     assert [p[1] for p in parses(probe)] == ["failed", "direct"]
     assert any("copied the JSON instruction's example" in e["message"] for e in probe.events)
     assert PREDICT_JSON_EXAMPLE["answer"] in json_reply(PREDICT_JSON_EXAMPLE)  # the text the model saw
+
+
+def test_a_plan_step_copying_the_instructions_example_is_dropped():
+    """Qwen2.5-1.5B wrote the JSON instruction's own "Step 2 as a standalone search question?" as a
+    step (4 of 105 plan steps): it is dropped like an empty step, later numbers renumbered, and noted."""
+    example = PLAN_JSON_EXAMPLE["steps"][1]["question"]
+    obj = {"steps": [{"question": "Who is the father of Sean Covey?", "depends_on": []},
+                     {"question": example.lower().rstrip("?"), "depends_on": [1]},
+                     {"question": "What did he write?", "depends_on": [1, 2]}]}
+    draft = plan_from_json(obj, 5)
+    assert draft.steps == ["Who is the father of Sean Covey?", "What did he write?"] and draft.copied == 1
+    assert draft.dependencies == "Step 2 depends on Step 1."
+    assert plan_from_json({"steps": [{"question": "Who is A?"}]}, 5).copied == 0
+
+    def replies(request):
+        if request.text().startswith("Sketch a plan") and "Question: " + Q in request.text()[-600:]:
+            return json.dumps({"steps": [{"question": "Which county is Van Hook Township in?", "depends_on": []},
+                                         {"question": example, "depends_on": [1]}]})
+        return reply(request)
+
+    method, _ = hgot(replies=replies, self_reflect=False, formalize=False)
+    trace = Trace(question=Q)
+    with trace.activate():
+        graph = method.plan(Q, [])
+    plan = trace.root.find("plan")[0]
+    assert plan.outputs["steps"] == ["Which county is Van Hook Township in?"] and graph.number_of_nodes() == 1
+    assert any("copied the instruction's example" in e["message"] for e in plan.events)

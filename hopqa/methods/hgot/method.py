@@ -219,11 +219,13 @@ def plan_context(context: list[Scored], threshold: float | None) -> list[Scored]
 @dataclass(frozen=True)
 class PlanDraft:
     """The Plan's reply in the paper's text form (C.1): ``text`` (``Step 1: ... Step 2: ...`` and
-    its ``Dependencies:`` line), the step questions and the dependency text."""
+    its ``Dependencies:`` line), the step questions and the dependency text; ``copied``: JSON
+    steps dropped for copying the instruction's example (``copies_plan_example``)."""
 
     text: str
     steps: list[str]
     dependencies: str
+    copied: int = 0
 
 
 #: A step header as the Plan format writes it ("Step 2:"); parse_steps also takes looser ones.
@@ -255,24 +257,39 @@ def copies_the_example(answer: str) -> bool:
     return bool(answer) and normalize_answer(answer) == normalize_answer(PREDICT_JSON_EXAMPLE["answer"])
 
 
+#: The questions of ``PLAN_JSON_EXAMPLE`` ("Step 1 as a standalone search question?", ...),
+#: normalised: a plan step that copies one is no step (Qwen2.5-1.5B wrote one back in 4 of 105
+#: plan steps on MuSiQue and HotpotQA, and HGOT then searched for it).
+_PLAN_EXAMPLE_KEYS = frozenset(normalize_answer(step["question"]) for step in PLAN_JSON_EXAMPLE["steps"])
+
+
+def copies_plan_example(question: str) -> bool:
+    """Whether a JSON plan step is one of the instruction's example steps."""
+    return normalize_answer(question) in _PLAN_EXAMPLE_KEYS
+
+
 def plan_from_json(obj: dict[str, Any], max_steps: int) -> PlanDraft | None:
     """A JSON plan (``plan_schema``) in the paper's text form (``render_plan``): the first
     ``max_steps`` non-empty questions, whitespace collapsed, each with its integer
-    ``depends_on`` (renumbered when an empty question was dropped before it); None when
-    ``steps`` is not a list. ``{"steps": []}`` is the model's own empty plan."""
+    ``depends_on`` (renumbered when an empty question, or one copying the instruction's example
+    steps, ``copies_plan_example``, was dropped before it); None when ``steps`` is not a list.
+    ``{"steps": []}`` is the model's own empty plan."""
     items = obj.get("steps")
     if not isinstance(items, list):
         return None
     questions: list[str] = []
     raw_deps: list[list[int]] = []
     number: dict[int, int] = {}  # position in the JSON list (1-based) -> step number
+    copied = 0
     for pos, item in enumerate(items, 1):
         if isinstance(item, str):
             item = {"question": item}
         if not isinstance(item, dict) or len(questions) == max_steps:
             continue
         q = " ".join(str(item.get("question") or "").split())
-        if not q:
+        if copies_plan_example(q):
+            copied += 1
+        if not q or copies_plan_example(q):
             continue
         number[pos] = len(questions) + 1
         questions.append(q)
@@ -283,7 +300,7 @@ def plan_from_json(obj: dict[str, Any], max_steps: int) -> PlanDraft | None:
     depends_on = [list(dict.fromkeys(number.get(d, d) for d in deps if d in number or not 1 <= d <= len(items)))
                   for deps in raw_deps]
     text, dependencies = render_plan(questions, depends_on)
-    return PlanDraft(text, questions, dependencies)
+    return PlanDraft(text, questions, dependencies, copied)
 
 
 def pool_passages(own: list[Scored], subs: list[list[Scored]], parent_weight: float,
@@ -656,6 +673,8 @@ class HGOT(RetrievingMethod):
             s.output(context=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in shown])
             draft = self.draft_plan(prompt)
             out, steps, described = draft.text, draft.steps, draft.dependencies
+            if draft.copied:
+                s.note(f"{draft.copied} JSON plan step(s) copied the instruction's example: dropped")
             unique = list(dict.fromkeys(x.strip() for x in steps))
             if len(unique) < len(steps):
                 s.note(f"{len(steps) - len(unique)} repeated step(s) dropped")
