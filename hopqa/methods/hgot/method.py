@@ -289,7 +289,8 @@ def plan_from_json(obj: dict[str, Any], max_steps: int) -> PlanDraft | None:
         q = " ".join(str(item.get("question") or "").split())
         if copies_plan_example(q):
             copied += 1
-        if not q or copies_plan_example(q):
+            continue
+        if not q:
             continue
         number[pos] = len(questions) + 1
         questions.append(q)
@@ -491,8 +492,8 @@ class HGOT(RetrievingMethod):
         JSON is read as free text. Free text: ``parse_thought``.
 
         Samples without an answer (an empty ``answer`` under the schema, or the instruction's
-        example answer copied back, ``copies_the_example``; no ``Answer:`` label in free text) go through ``complete_thoughts`` (``missing_answer``, on the paper's free-text
-        prompt). Then each sample's parse is recorded, once its fate is known: ``direct`` when the
+        example answer copied back, ``copies_the_example``; no ``Answer:`` label in free text) go
+        through ``complete_thoughts`` (``missing_answer``, on the paper's free-text prompt). Then each sample's parse is recorded, once its fate is known: ``direct`` when the
         answer came as asked (the JSON's ``answer``, the ``Answer:`` label), ``fallback`` when
         ``missing_answer``'s rule gave it (or, under the schema, the JSON was cut short or the
         answer came from free text), ``failed`` when the sample has no answer (dropped by DSP's
@@ -515,7 +516,7 @@ class HGOT(RetrievingMethod):
             if from_json is not None:
                 thought, out_of_range = from_json
                 dropped += out_of_range
-                if copies_the_example(str(obj.get("answer", ""))):  # type: ignore[union-attr]
+                if not thought.answer and copies_the_example(self.completed_answer(str(obj.get("answer", "")))):  # type: ignore[union-attr]
                     s.note("a sample's answer copied the JSON instruction's example "
                            f"({PREDICT_JSON_EXAMPLE['answer']!r}): read as no answer")
                 samples.append((thought, "json" if thought.answer else "missing", repaired))
