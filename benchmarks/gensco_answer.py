@@ -30,17 +30,13 @@ from hopqa.build import build_method, load_model
 from hopqa.datasets import load_dataset
 from hopqa.evaluation.metrics import exact_match, token_f1
 from hopqa.evaluation.runner import read_results
+from hopqa.trace import Step
 
 
-def answer_step(trace: dict) -> dict | None:
-    """The ``answer`` step of a GenSco trace (its outputs hold the selected passage ids)."""
-    stack = [trace]
-    while stack:
-        step = stack.pop()
-        if step.get("kind") == "answer" and "passages" in (step.get("outputs") or {}):
-            return step
-        stack.extend(step.get("children") or ())
-    return None
+def selected_ids(trace: dict | None) -> list[str]:
+    """The passage ids of a GenSco trace's ``answer`` step (the walk's selection, in order)."""
+    steps = Step.from_dict(trace).find("answer") if trace else []
+    return next((list(st.outputs["passages"]) for st in steps if "passages" in st.outputs), [])
 
 
 def stored_run(runs: Path, mode: str, dataset: str) -> Path:
@@ -63,9 +59,8 @@ def reask(args: argparse.Namespace, llm, mode: str, dataset: str) -> Path:
     print(f"[{time.strftime('%H:%M:%S')}] {dataset} {mode}: {len(todo)} answers to re-ask", file=sys.stderr, flush=True)
     with out.open("a") as f:
         for r in todo:
-            step = answer_step(r["trace"] or {})
             by_id = {p.id: p for p in examples[r["id"]].paragraphs}
-            passages = [by_id[i] for i in step["outputs"]["passages"]] if step else []
+            passages = [by_id[i] for i in selected_ids(r["trace"])]
             answer, raw, how = method.read(r["question"], passages)
             f.write(json.dumps({"id": r["id"], "gold": r["gold"], "paper": r["prediction"], "short": answer,
                                 "raw": raw, "parsed_by": how, "passages": [p.id for p in passages]}) + "\n")

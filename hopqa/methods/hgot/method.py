@@ -516,7 +516,8 @@ class HGOT(RetrievingMethod):
             if from_json is not None:
                 thought, out_of_range = from_json
                 dropped += out_of_range
-                if not thought.answer and copies_the_example(self.completed_answer(str(obj.get("answer", "")))):  # type: ignore[union-attr]
+                if copies_the_example(thought.answer):  # the instruction's placeholder is no answer
+                    thought.answer = ""
                     s.note("a sample's answer copied the JSON instruction's example "
                            f"({PREDICT_JSON_EXAMPLE['answer']!r}): read as no answer")
                 samples.append((thought, "json" if thought.answer else "missing", repaired))
@@ -550,8 +551,7 @@ class HGOT(RetrievingMethod):
         written as the paper writes a rationale sentence, ``"<text> [1][3]."`` (markers the text
         carries itself are moved to its end), the rationale is the statements joined and is split
         again by ``split_statements`` as free text is. The answer is read as an ``Answer:``
-        field's (``completed_answer``); missing (a JSON cut before it) or the instruction's own
-        example answer (``copies_the_example``) it is empty. None when
+        field's (``completed_answer``); missing (a JSON cut before it) it is empty. None when
         ``statements`` is not a list."""
         items = obj.get("statements")
         answer = obj.get("answer", "")
@@ -575,8 +575,6 @@ class HGOT(RetrievingMethod):
                 sentences.append(sentence)
         rationale = " ".join(sentences)
         answer = HGOT.completed_answer(answer) if isinstance(answer, str) else ""
-        if copies_the_example(answer):  # the instruction's placeholder is no answer
-            answer = ""
         return Thought(rationale=rationale, answer=answer, statements=split_statements(rationale, n_passages)), dropped
 
     @staticmethod
