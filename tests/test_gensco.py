@@ -331,6 +331,23 @@ def test_gensco_end_to_end(smollm2, data_dir, dataset):
     assert ans.usage.llm_calls >= 2
 
 
+@pytest.mark.slow
+def test_short_answers_on_the_embedded_model(smollm2, data_dir):
+    """``answer=short`` end to end on SmolLM2 and a real question's paragraphs: the walk is the
+    same, the answer call carries the short-answer request, and the answer is what it read."""
+    from hopqa.datasets import load_dataset
+    from hopqa.methods.gensco.prompts import SHORT_ANSWER_CLAUSE
+
+    ex = load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("gensco-stop", smollm2, max_levels=2, answer="short")
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
+    assert ans.error is None, ans.error
+    step = ans.trace.root.find("answer")[0]
+    (call,) = step.llm_calls
+    assert SHORT_ANSWER_CLAUSE.strip() in call["prompt"] and call["prompt"].endswith("Answer:")
+    assert step.outputs["answer"] == ans.answer and step.outputs["raw"] == call["outputs"][0]
+
+
 def test_passages_are_shown_whole_unless_a_cut_is_asked_for():
     """No silent cut (issue 15): every prompt shows the whole passage by default; a word cap is an
     option and applies where it is asked for."""
