@@ -16,7 +16,10 @@ from hopqa.embed import LexicalEmbedder
 from hopqa.llm.base import GENERATE, STRUCTURED, UnsupportedCapability
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.retrieval.base import Retriever, RetrieverBase
+from hopqa.retrieval import rerank as rerank_module
+from hopqa.retrieval.hybrid import RRF_K
 from hopqa.retrieval.rerank import (
+    CROSS_ENCODERS,
     FREE_TEXT_REPLY,
     JSON_REPLY,
     RELEVANCE_PROMPT,
@@ -24,11 +27,15 @@ from hopqa.retrieval.rerank import (
     UNPARSED_SCORE,
     BiEncoderReranker,
     CrossEncoderReranker,
+    HybridReranker,
     LLMReranker,
     Reranker,
     RerankingRetriever,
+    cached_cross_encoder,
+    check_spec,
     make_reranker,
     parse_relevance,
+    resolve_spec,
 )
 from hopqa.trace import Trace
 from hopqa.types import Passage
@@ -380,6 +387,59 @@ def test_cross_encoder_that_cannot_load(monkeypatch):
     assert calls == [("no/such-model", {"device": "cpu", "local_files_only": True})]
 
 
+# -- HybridReranker --------------------------------------------------------------------------------
+class TableEmbedder:
+    """Unit vectors from a table: a text gets the vector of the first key it contains."""
+
+    name = "table"
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def encode(self, texts):
+        out = []
+        for t in texts:
+            v = np.array(next(vec for key, vec in self.table.items() if key in t), dtype=np.float32)
+            out.append(v / np.linalg.norm(v))
+        return np.stack(out)
+
+
+FOUNDED = "Who founded Asian Man Records?"
+SKA = Passage("a", "Ska", "Ska is a music genre from Jamaica.")  # nearest by the embedder, no shared word
+PARK = Passage("b", "Mike Park", "Mike Park founded Asian Man Records in 1996.")  # second by cosine, first by BM25
+ARCHIVES = Passage("c", "Records", "Records are kept in archives.")  # third by cosine, second by BM25
+VECTORS = {FOUNDED: [1.0, 0.0], "Ska": [1.0, 0.1], "Mike Park": [1.0, 0.5], "Records.": [0.2, 1.0]}
+
+
+def test_hybrid_fuses_bm25_over_the_candidates_with_the_cosine_by_reciprocal_rank():
+    emb = TableEmbedder(VECTORS)
+    candidates = [SKA, PARK, ARCHIVES]
+    bi = BiEncoderReranker(emb).score(FOUNDED, candidates)
+    assert bi == sorted(bi, reverse=True)  # the bi-encoder alone keeps the order a, b, c
+    hybrid = HybridReranker(emb)
+    assert hybrid.name == "hybrid(bm25+bi-encoder:table)" and isinstance(hybrid, Reranker)
+    scores = hybrid.score(FOUNDED, candidates)
+    # BM25 over these three passages ranks b (found, asian, man, record) then c (record); a shares no word
+    assert scores == pytest.approx([1 / (RRF_K + 1),
+                                    1 / (RRF_K + 1) + 1 / (RRF_K + 2),
+                                    1 / (RRF_K + 2) + 1 / (RRF_K + 3)])
+    hits = RerankingRetriever(FixedRetriever(candidates), hybrid, depth=3).search(FOUNDED, k=3)
+    assert ids(hits) == ["b", "c", "a"]  # the lexical evidence reorders what the cosine alone cannot
+    assert hybrid.score(FOUNDED, []) == []
+
+
+def test_hybrid_ties_share_a_rank_and_passages_without_words_get_the_cosine_only():
+    emb = TableEmbedder({FOUNDED: [1.0, 0.0], "same": [1.0, 1.0], "stop": [0.0, 1.0]})
+    same1, same2 = Passage("s1", "", "same text founded"), Passage("s2", "", "same text founded")
+    stop = Passage("x", "", "stop")  # "stop" is no word of the query: BM25 0
+    scores = HybridReranker(emb).score(FOUNDED, [same1, same2, stop])
+    assert scores[0] == scores[1] == pytest.approx(2 / (RRF_K + 1))
+    assert scores[2] == pytest.approx(1 / (RRF_K + 3))  # ranked third by cosine, nothing from BM25
+    emb = TableEmbedder({FOUNDED: [1.0, 0.0], "that": [1.0, 1.0], "": [0.0, 1.0]})
+    only_stopwords = [Passage("y", "", "the of a"), Passage("z", "", "that is it")]  # BM25 has no word to index
+    assert HybridReranker(emb).score(FOUNDED, only_stopwords) == pytest.approx([1 / (RRF_K + 2), 1 / (RRF_K + 1)])
+
+
 # -- make_reranker -------------------------------------------------------------------------------
 def test_make_reranker_specs(monkeypatch):
     built = []
@@ -415,6 +475,88 @@ def test_make_reranker_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(ImportError, match="sentence-transformers"):
         make_reranker("some/cross-encoder")
+
+
+def test_make_reranker_hybrid_and_auto(monkeypatch):
+    hybrid = make_reranker("hybrid", embedder=TableEmbedder(VECTORS))
+    assert isinstance(hybrid, HybridReranker) and hybrid.name == "hybrid(bm25+bi-encoder:table)"
+    with pytest.raises(ValueError, match="needs a sentence embedder"):
+        make_reranker("hybrid", embedder=LexicalEmbedder(dim=16))
+    llm = ScriptedLLM(replies=[])
+    monkeypatch.setattr(rerank_module, "cached_cross_encoder", lambda *a, **kw: None)
+    assert resolve_spec("auto") == "llm"
+    assert isinstance(make_reranker("auto", llm=llm), LLMReranker)
+    with pytest.raises(ValueError, match="auto: no cross-encoder in the Hugging Face cache.*needs an LLM"):
+        make_reranker("auto")
+    assert make_reranker("llm", llm=llm, structured="off").use_schema is False
+
+    built = []
+
+    class Loading(FakeCrossEncoder):
+        def __init__(self, name, **kw):
+            super().__init__([1.0])
+            built.append(name)
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(CrossEncoder=Loading))
+    monkeypatch.setattr(rerank_module, "cached_cross_encoder", lambda *a, **kw: CROSS_ENCODERS[1])
+    assert resolve_spec("auto") == CROSS_ENCODERS[1]
+    ce = make_reranker("auto", llm=llm)
+    assert isinstance(ce, CrossEncoderReranker) and built == [CROSS_ENCODERS[1]]
+    for spec in ("bi-encoder", "hybrid", "llm", "cross-encoder/ms-marco-MiniLM-L-6-v2"):
+        assert resolve_spec(spec) == spec
+
+
+@pytest.mark.parametrize("spec", ["auto", "bi-encoder", "hybrid", "llm", " llm ", "BAAI/bge-reranker-base",
+                                  "cross-encoder/ms-marco-MiniLM-L-6-v2", "/models/ms-marco", "./models/ce", "~/models/ce"])
+def test_check_spec_accepts_keywords_paths_and_hub_names(spec):
+    assert check_spec(spec) == spec.strip()
+
+
+def test_check_spec_accepts_an_existing_local_folder_without_a_slash(tmp_path, monkeypatch):
+    (tmp_path / "my-reranker").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert check_spec("my-reranker") == "my-reranker"
+
+
+@pytest.mark.parametrize("spec, hint", [("bogus", ""), ("bi_encoder", "did you mean 'bi-encoder'"),
+                                        ("cross-encoder", ""), ("LLM", "did you mean 'llm'"), ("hybird", "hybrid")])
+def test_check_spec_refuses_an_unknown_name_and_lists_the_accepted_ones(spec, hint):
+    with pytest.raises(ValueError) as exc:
+        check_spec(spec)
+    message = str(exc.value)
+    assert f"unknown reranker {spec!r}" in message and hint in message
+    assert "auto, bi-encoder, hybrid, llm" in message and "local path" in message and "OWNER/MODEL" in message
+    with pytest.raises(ValueError, match="unknown reranker"):
+        make_reranker(spec, llm=ScriptedLLM(replies=[]), embedder=FakeEmbedder())  # before any model is loaded
+
+
+def _cache_model(root, repo: str, files: list[str]) -> None:
+    """A model as huggingface_hub lays it out in its cache (refs/main -> a snapshot)."""
+    folder = root / ("models--" + repo.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("0123abcd")
+    snapshot = folder / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    for name in files:
+        (snapshot / name).write_text("{}")
+
+
+def test_cached_cross_encoder_looks_in_the_hugging_face_cache_only(tmp_path, monkeypatch):
+    assert cached_cross_encoder(cache_dir=tmp_path) is None
+    assert cached_cross_encoder(cache_dir=tmp_path / "missing") is None
+    _cache_model(tmp_path, CROSS_ENCODERS[0], ["config.json"])  # no weights: an interrupted download
+    assert cached_cross_encoder(cache_dir=tmp_path) is None
+    _cache_model(tmp_path, CROSS_ENCODERS[1], ["config.json", "model.safetensors"])
+    assert cached_cross_encoder(cache_dir=tmp_path) == CROSS_ENCODERS[1]
+    _cache_model(tmp_path, "someone/not-in-the-list", ["config.json", "model.safetensors"])
+    assert cached_cross_encoder(names=("someone/not-in-the-list",), cache_dir=tmp_path) == "someone/not-in-the-list"
+    hub = pytest.importorskip("huggingface_hub")
+    assert hub.try_to_load_from_cache(CROSS_ENCODERS[1], "model.safetensors", cache_dir=str(tmp_path)) == str(
+        tmp_path / f"models--{CROSS_ENCODERS[1].replace('/', '--')}" / "snapshots" / "0123abcd" / "model.safetensors")
+    monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", str(tmp_path))  # the default: huggingface_hub's own cache
+    assert cached_cross_encoder() == CROSS_ENCODERS[1]
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    assert cached_cross_encoder() is None  # no huggingface_hub: no cross-encoder
 
 
 # -- real models (slow) --------------------------------------------------------------------------

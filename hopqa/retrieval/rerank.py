@@ -7,7 +7,7 @@ from its base retriever, scores them all, sorts them by that score (a stable sor
 the base retriever's order) and returns the top ``k`` as new passages whose ``score`` is the
 reranker's. No candidates: no reranker call.
 
-Three rerankers share the interface:
+Four rerankers share the interface:
 
 - ``CrossEncoderReranker`` — a sentence-transformers ``CrossEncoder`` (query and passage read
   together; one logit per pair), loaded offline from a local path or a name already in the
@@ -15,7 +15,19 @@ Three rerankers share the interface:
   installable on this offline machine: the code path is for users who have one (tests run it
   on MiniLM with an untrained head, whose scores mean nothing).
 - ``BiEncoderReranker`` — the cosine similarity of sentence embeddings (``hopqa.embed``) of the
-  query and of each passage: cheap, the embedder dense retrieval already loads.
+  query and of each passage: cheap, the embedder dense retrieval already loads. Behind dense
+  retrieval with the same embedder it ranks exactly as the retriever did, so it can never
+  change which passages make a top-k: a method that reranks to let new passages in (LeapQuery)
+  needs a reranker that differs from its retriever.
+- ``HybridReranker`` — reciprocal rank fusion (as ``hopqa.retrieval.hybrid``) of two rankings of
+  the candidates: BM25 computed over the candidate passages themselves (``pool.SmallBM25``,
+  bm25s's scoring without an index: the idf is the candidates' own) and the bi-encoder's
+  cosine. A passage scores ``1 / (RRF_K + rank_bm25) + 1 / (RRF_K + rank_cosine)`` with
+  ``RRF_K`` = 60; a passage sharing no word with the query gets no BM25 term, and passages with
+  equal scores share the better rank. Ranks rather than a min-max normalised sum of the
+  scores, because BM25 scores and cosines are on different scales and a min-max sum over a
+  handful of candidates swings with the weakest one. The lexical half is what the dense
+  retriever cannot see (exact names, dates), so it can reorder dense retrieval's candidates.
 - ``LLMReranker`` — an LLM as relevance judge. Each passage gets one prompt
   (``RELEVANCE_PROMPT``: the question, the passage as ``Title | text`` with its text cut to
   ``max_passage_words`` words, and "How useful is this passage for answering the question?
@@ -30,22 +42,36 @@ Three rerankers share the interface:
 
 Passages are shown to the cross- and bi-encoder as ``title. text`` (the text alone without a
 title), as dense retrieval embeds them; ``make_reranker(spec)`` builds one from a spec.
+
+Specs (``check_spec``, ``resolve_spec``): ``bi-encoder``, ``hybrid``, ``llm``, ``auto``, or a
+cross-encoder as a local path (absolute, ``./``, ``~/``, or an existing folder) or a Hugging
+Face name ``OWNER/MODEL``; anything else is refused with a ``ValueError`` naming these before
+any model is loaded. ``auto`` is a sentence-transformers cross-encoder when one of
+``CROSS_ENCODERS`` (well-known rerankers, cheapest on a CPU first) is in the local Hugging Face
+cache with its weights (``cached_cross_encoder``: nothing is downloaded), else ``llm``. No
+cross-encoder weights install offline on the machines hopqa is developed on, so there ``auto``
+is the LLM judge.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from hopqa.llm.base import STRUCTURED, GenerationRequest, LLMBase
 from hopqa.retrieval.base import Retriever, RetrieverBase
+from hopqa.retrieval.bm25 import tokenize
 from hopqa.retrieval.dense import passage_text
+from hopqa.retrieval.hybrid import RRF_K
+from hopqa.retrieval.pool import SmallBM25
 from hopqa.text import render_passage
 from hopqa.trace import current_step
 from hopqa.types import Passage
@@ -74,6 +100,19 @@ MIN_SCORE, MAX_SCORE = 0.0, 10.0
 #: The score of a passage whose judgement could not be read: below every parsed score.
 UNPARSED_SCORE = -1.0
 STRUCTURED_MODES = ("auto", "on", "off")
+#: The specs that name no model (``make_reranker``).
+KEYWORDS = ("auto", "bi-encoder", "hybrid", "llm")
+#: The cross-encoders ``auto`` looks for in the local Hugging Face cache, the first found wins:
+#: well-known sentence-transformers rerankers, the cheapest on a CPU first.
+CROSS_ENCODERS = (
+    "cross-encoder/ms-marco-MiniLM-L-6-v2",
+    "cross-encoder/ms-marco-MiniLM-L-12-v2",
+    "mixedbread-ai/mxbai-rerank-xsmall-v1",
+    "BAAI/bge-reranker-base",
+)
+#: The weight files one of which a cached cross-encoder must have (not only its config).
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -141,6 +180,43 @@ class BiEncoderReranker:
             return []
         vectors = np.asarray(self.embedder.encode([query, *(passage_text(p) for p in passages)]), dtype=np.float32)
         return [float(s) for s in vectors[1:] @ vectors[0]]
+
+
+class HybridReranker:
+    """Reciprocal rank fusion of BM25 over the candidates and the bi-encoder's cosine (module
+    docstring)."""
+
+    def __init__(self, embedder: Any, rrf_k: int = RRF_K) -> None:
+        """``embedder``: as ``BiEncoderReranker``'s."""
+        self.bi_encoder = BiEncoderReranker(embedder)
+        self.rrf_k = rrf_k
+        self.name = f"hybrid(bm25+{self.bi_encoder.name})"
+
+    def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        if not passages:
+            return []
+        cosines = self.bi_encoder.score(query, passages)
+        fused = [1.0 / (self.rrf_k + r) for r in _ranks(cosines)]
+        lexical = _bm25_scores(query, passages)
+        for i, (s, r) in enumerate(zip(lexical, _ranks(lexical))):
+            if s > 0:
+                fused[i] += 1.0 / (self.rrf_k + r)
+        return fused
+
+
+def _bm25_scores(query: str, passages: Sequence[Passage]) -> list[float]:
+    """BM25 of each passage for ``query``, over these passages alone (0 when nothing matches)."""
+    try:
+        bm25 = SmallBM25(passages)
+    except ValueError:  # no passage has an indexable word
+        return [0.0] * len(passages)
+    tokens = [t for t in tokenize(query) if t in bm25.vocab]
+    return [float(s) for s in bm25.scores(tokens)] if tokens else [0.0] * len(passages)
+
+
+def _ranks(scores: Sequence[float]) -> list[int]:
+    """The 1-based rank of each score, higher first; equal scores share the better rank."""
+    return [1 + sum(other > s for other in scores) for s in scores]
 
 
 def parse_relevance(reply: str) -> float | None:
@@ -251,29 +327,87 @@ def rerank(reranker: Reranker, query: str, candidates: Sequence[Passage], k: int
     return [replace(candidates[i], score=float(scores[i])) for i in order[:k]]
 
 
-def make_reranker(spec: str, *, llm: LLMBase | None = None, embedder: Any | None = None) -> Reranker:
-    """The reranker ``spec`` names:
+def check_spec(spec: str) -> str:
+    """``spec`` (stripped) when ``make_reranker`` can try it: a keyword (``KEYWORDS``) or a
+    cross-encoder as a local path or a Hugging Face name ``OWNER/MODEL``; ``ValueError``
+    naming the accepted values otherwise. Checks the form only: loads nothing (whether a
+    cross-encoder is really there is found when it is loaded)."""
+    text = spec.strip() if isinstance(spec, str) else ""
+    if text in KEYWORDS:
+        return text
+    if text.startswith(("/", "./", "../", "~")) or _HUB_NAME.match(text) or (text and Path(text).exists()):
+        return text
+    close = difflib.get_close_matches(text.lower(), KEYWORDS, n=1, cutoff=0.75)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    what = "empty reranker spec" if not text else f"unknown reranker {text!r}{guess}"
+    raise ValueError(f"{what}: use {', '.join(KEYWORDS)}, or a cross-encoder as a local path or a Hugging Face "
+                     "name OWNER/MODEL already in the cache")
+
+
+def cached_cross_encoder(names: Sequence[str] = CROSS_ENCODERS, cache_dir: str | Path | None = None) -> str | None:
+    """The first of ``names`` whose config and weights are in the local Hugging Face cache
+    (``cache_dir``, default huggingface_hub's own, which honours ``HF_HUB_CACHE`` / ``HF_HOME``),
+    None when none is or huggingface_hub is not installed. Reads the cache's layout as
+    huggingface_hub writes it (``models--OWNER--NAME/refs/main`` names the snapshot holding the
+    files) and nothing else: no model is loaded, nothing downloaded, and only the light
+    ``huggingface_hub.constants`` is imported (the whole package takes ~0.5 s)."""
+    if cache_dir is None:
+        try:
+            from huggingface_hub import constants
+        except ImportError:
+            return None
+        cache_dir = constants.HF_HUB_CACHE
+    root = Path(cache_dir)
+    for name in names:
+        folder = root / ("models--" + name.replace("/", "--"))
+        try:
+            snapshot = folder / "snapshots" / (folder / "refs" / "main").read_text().strip()
+        except OSError:
+            continue
+        if (snapshot / "config.json").is_file() and any((snapshot / w).is_file() for w in WEIGHT_FILES):
+            return name
+    return None
+
+
+def resolve_spec(spec: str) -> str:
+    """``spec`` checked (``check_spec``), with ``auto`` resolved: the first cached cross-encoder
+    of ``CROSS_ENCODERS``, else ``llm``."""
+    text = check_spec(spec)
+    if text != "auto":
+        return text
+    return cached_cross_encoder() or "llm"
+
+
+def make_reranker(spec: str, *, llm: LLMBase | None = None, embedder: Any | None = None,
+                  structured: str = "auto") -> Reranker:
+    """The reranker ``spec`` names (``resolve_spec`` first: an unknown spec is a ``ValueError``
+    before anything loads):
 
     - ``bi-encoder`` — ``BiEncoderReranker`` with ``embedder`` (default
       ``hopqa.embed.default_embedder()``); the lexical stand-in is refused (``ValueError``):
       it needs sentence-transformers;
-    - ``llm`` — ``LLMReranker`` judging with ``llm`` (``ValueError`` when none is given);
-    - anything else — ``CrossEncoderReranker`` of that model (a local path or a name already
-      in the Hugging Face cache; ``ValueError`` / ``ImportError`` when it cannot load).
+    - ``hybrid`` — ``HybridReranker`` with that embedder (the same condition);
+    - ``llm`` — ``LLMReranker`` judging with ``llm`` (``ValueError`` when none is given), its
+      replies ``structured`` as ``LLMReranker`` takes it;
+    - ``auto`` — a cached cross-encoder of ``CROSS_ENCODERS``, else ``llm``;
+    - a path or ``OWNER/MODEL`` — ``CrossEncoderReranker`` of that model (a local path or a
+      name already in the Hugging Face cache; ``ValueError`` / ``ImportError`` when it cannot
+      load).
     """
-    if spec == "bi-encoder":
+    name = resolve_spec(spec)
+    if name in ("bi-encoder", "hybrid"):
         if embedder is None:
             from hopqa.embed import default_embedder
 
             embedder = default_embedder()
         if embedder.name == "lexical":
-            raise ValueError("the bi-encoder reranker needs a sentence embedder, and only the lexical stand-in "
+            raise ValueError(f"the {name} reranker needs a sentence embedder, and only the lexical stand-in "
                              "is available: install sentence-transformers (pip install 'hopqa[embed]')")
-        return BiEncoderReranker(embedder)
-    if spec == "llm":
+        return BiEncoderReranker(embedder) if name == "bi-encoder" else HybridReranker(embedder)
+    if name == "llm":
         if llm is None:
-            raise ValueError("the llm reranker needs an LLM to judge relevance (give llm=...)")
-        return LLMReranker(llm)
-    if not spec or not spec.strip():
-        raise ValueError("empty reranker spec: use bi-encoder, llm, or a cross-encoder model path")
-    return CrossEncoderReranker(spec)
+            auto = (f"auto: no cross-encoder in the Hugging Face cache (looked for {', '.join(CROSS_ENCODERS)}), "
+                    "so the llm reranker, which " if spec.strip() == "auto" else "the llm reranker ")
+            raise ValueError(f"{auto}needs an LLM to judge relevance (give llm=...)")
+        return LLMReranker(llm, structured=structured)
+    return CrossEncoderReranker(name)
