@@ -23,6 +23,30 @@ from tests.scripted_retriever import ScriptedRetriever as _ScriptedRetriever
     ("The gaps are:\nWho is Mike Park?\nWhat label did he start?", "fallback",
      ["Who is Mike Park?", "What label did he start?"]),
     ("1. **Who is Mike Park?**\n2. Who is Mike Park?\n3. A?\n4. B?\n5. C?", "direct", ["Who is Mike Park?", "A?", "B?"]),
+    # a "None" first line is no gap only when no numbered or bulleted sub-question follows
+    ("None.\n1. Who is Mike Park?\n2. What label did he start?", "fallback",
+     ["Who is Mike Park?", "What label did he start?"]),
+    ("Nothing is stated about the label.\n- What label did Mike Park start?", "fallback",
+     ["What label did Mike Park start?"]),
+    ("No gap in the band, but:\n1) Who is Mike Park?", "fallback", ["Who is Mike Park?"]),
+    ("Nothing is missing.", "direct", []),
+    ("None\nThe passages name Mike Park. Who else?", "direct", []),
+    # a year or a number with a colon is no list marker; an echoed "Question: ...?" is no sub-question
+    ("1999: The band formed in Berkeley.\n1. Who is Mike Park?", "direct", ["Who is Mike Park?"]),
+    ("Question: What record label did the person who is part of The Bruce Lee Band start?\n"
+     "1. Who is Mike Park?", "direct", ["Who is Mike Park?"]),
+    ("Main question: What label?\nWho is Mike Park?", "fallback", ["Who is Mike Park?"]),
+    ("1. 1.5 million people live where?\n2. Who is Mike Park?", "direct", ["1.5 million people live where?",
+                                                                          "Who is Mike Park?"]),
+    # near-duplicates are merged (the first kept): the same words in any order, or one word more of seven
+    ("1. Who is Mike Park?\n2. Mike Park is who?\n3. What record label did Mike Park start?\n"
+     "4. What record label did Mike Park start up?", "direct",
+     ["Who is Mike Park?", "What record label did Mike Park start?"]),
+    # ... but a question that differs in one word of ten asks something else
+    ("1. What is the name of the county where Van Hook Township is located?\n"
+     "2. What is the seat of the county where Van Hook Township is located?", "direct",
+     ["What is the name of the county where Van Hook Township is located?",
+      "What is the seat of the county where Van Hook Township is located?"]),
 ])
 def test_parse_gaps_in_real_formats(text, status, expected):
     parsed = parse_gaps(text, limit=3)
@@ -36,9 +60,24 @@ def test_unreadable_gap_list_fails_as_no_gap():
 
 @pytest.mark.parametrize("text, vote", [("True", True), (" true.", True), ("False", False), ("Yes", True),
                                         ("No, it is not", False), ("False. True would be wrong", False),
-                                        ("maybe", None), ("", None)])
+                                        ("maybe", None), ("", None),
+                                        # negations and an echoed "True or False:" read as meant
+                                        ("Not true", False), ("not true.", False), ("It isn't aligned.", False),
+                                        ("The sub-question is not aligned with the main question.", False),
+                                        ("That is not really true.", False), ("Not false: it fills the gap", True),
+                                        ("True or False: False", False), ("True or False? True", True),
+                                        ("True/False: False", False), ("Answer True or False.\nFalse", False),
+                                        ("Yes or no: no", False), ("Nothing suggests it: False", False)])
 def test_parse_vote(text, vote):
     assert parse_vote(text) is vote
+
+
+def test_a_vote_that_echoes_the_choice_is_a_fallback():
+    from hopqa.methods.leapquery import read_vote
+
+    assert read_vote("True or False: False").status == "fallback" and read_vote("True or False: False").value is False
+    assert read_vote("Not true").status == "fallback" and read_vote("Not true").value is False
+    assert read_vote("False, it is not aligned").status == "direct"
 
 
 # -- a scripted world --------------------------------------------------------------------------------
@@ -154,15 +193,165 @@ def test_gap_list_parse_is_recorded_and_unreadable_means_stop():
     assert ans.trace.parse_counts()["failed"] == 1 and ans.answer == "Asian Man Records"
 
 
-def test_default_reranker_is_the_bi_encoder_and_named_in_the_trace():
-    from hopqa.embed import LexicalEmbedder
+def test_the_reader_uses_max_tokens():
+    llm = ScriptedLLM(world(["None"], {}))
+    method, _, _ = leap(llm, TABLE, SCORES, max_tokens=7)
+    assert method.answer(Q).error is None
+    (read,) = [r for r in llm.requests if r.text().startswith("Answer the question")]
+    assert read.max_tokens == 7
+
+
+def test_near_duplicate_subquestions_are_voted_and_searched_once():
+    llm = ScriptedLLM(world(["1. What label did Mike Park start?\n2. Mike Park did start what label?\n"
+                             "3. what label did mike park start", "1. What record label did Mike Park start?", "None"],
+                            {"What label did Mike Park start?": "True",
+                             "What record label did Mike Park start?": "True"}))
+    method, retriever, _ = leap(llm, TABLE, SCORES)
+    ans = method.answer(Q)
+    first = ans.trace.root.find("iteration")[0]
+    assert [t["subquestion"] for t in first.find("verify")[0].outputs["tally"]] == ["What label did Mike Park start?"]
+    # one word more than a question searched before: redundant in the next iteration
+    second = ans.trace.root.find("iteration")[1]
+    assert second.outputs["redundant"] == ["What record label did Mike Park start?"] and not second.find("verify")
+    assert retriever.queries == [Q, "What label did Mike Park start?"]
+
+
+# -- the reranker (issue 29, item 18) ------------------------------------------------------------------------
+def test_the_default_reranker_is_one_named_constant_resolved_when_the_config_is_made(monkeypatch):
+    """``auto``: a cross-encoder of the documented list found in the local Hugging Face cache,
+    else the LLM judge; the config (so the run's config.json and every trace) holds what runs."""
+    from hopqa.methods import leapquery
+    from hopqa.methods.base import method_config
+    from hopqa.retrieval import rerank
+
+    assert leapquery.DEFAULT_RERANK == "auto"
+    assert leapquery.LeapQueryConfig.__dataclass_fields__["rerank"].default == "auto"
+    monkeypatch.setattr(rerank, "cached_cross_encoder", lambda *a, **kw: None)
+    assert method_config("leapquery").rerank == "llm"
+    llm = ScriptedLLM(relevance_world(["None"], {}, {"Paragraph A text.": "9", "Paragraph B text.": "2"}))
+    method = build_method("leapquery", llm, ScriptedRetriever(TABLE), k=2)
+    assert method.config.rerank == "llm" and method.reranker.name == "llm:scripted"
+    ans = method.answer(Q)
+    assert ans.trace.root.inputs["config"]["rerank"] == "llm"
+    assert ans.trace.root.find("rerank")[0].inputs["reranker"] == "llm:scripted"
+    assert [p.id for p in ans.passages] == ["A", "B"]
+    monkeypatch.setattr(rerank, "cached_cross_encoder", lambda *a, **kw: "cross-encoder/ms-marco-MiniLM-L-6-v2")
+    assert method_config("leapquery").rerank == "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    assert method_config("leapquery", rerank="hybrid").rerank == "hybrid"  # a choice is kept as it is
+
+
+def relevance_world(gap_replies: list[str], votes: dict[str, str], relevance: dict[str, str]):
+    """``world`` that also answers the LLM reranker: the score of the first text of ``relevance``
+    the passage in the prompt holds (0 otherwise)."""
+    inner = world(gap_replies, votes)
+
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if "How useful is this passage" in prompt:
+            return next((score for text, score in relevance.items() if text in prompt), "0")
+        return inner(request)
+
+    return reply
+
+
+# A dense-like world: the retriever ranks by the cosine of one embedder, as dense retrieval does.
+SUB = "What record label did Mike Park start?"
+BRIDGE = {
+    "A": Passage("A", "The Bruce Lee Band", "The Bruce Lee Band is a ska punk band fronted by Mike Park."),
+    "B": Passage("B", "Ska punk", "Ska punk fuses ska with punk rock."),
+    "C": Passage("C", "Less Than Jake", "Less Than Jake is a ska punk band from Florida."),
+    "G": Passage("G", "Asian Man Records", "Mike Park started the record label Asian Man Records in 1996."),
+}
+AXES = {Q: [1.0, 0.6, 0.1], SUB: [0.0, 0.1, 1.0], "The Bruce Lee Band.": [1.0, 0.5, 0.0],
+        "Ska punk.": [0.6, 1.0, 0.0], "Less Than Jake.": [0.4, 1.0, 0.0], "Asian Man Records.": [0.1, 0.0, 1.0]}
+
+
+class AxesEmbedder:
+    """Unit vectors from ``AXES``: a text gets the vector of the first key it starts with."""
+
+    name = "axes"
+
+    def encode(self, texts):
+        import numpy as np
+
+        vectors = [np.array(next(v for key, v in AXES.items() if t.startswith(key)), dtype=np.float32) for t in texts]
+        return np.stack([v / np.linalg.norm(v) for v in vectors])
+
+
+class CosineRetriever(_ScriptedRetriever):
+    """Dense-like: every query ranks all of ``BRIDGE`` by the cosine of ``AxesEmbedder``."""
+
+    def search(self, query: str, k: int = 5) -> list[Passage]:
+        from hopqa.retrieval.rerank import BiEncoderReranker, rerank
+
+        self.queries.append(query)
+        return rerank(BiEncoderReranker(AxesEmbedder()), query, list(BRIDGE.values()), k)
+
+
+def bridge_llm() -> ScriptedLLM:
+    """Names the bridge entity's gap once, votes it True, and (as a reranker) rates G highest."""
+    scores = {"G": "10", "A": "8", "B": "3", "C": "2"}
+    return ScriptedLLM(relevance_world([f"1. {SUB}", "None", "None"], {SUB: "True"},
+                                       {BRIDGE[pid].text: score for pid, score in scores.items()}))
+
+
+def test_a_reranker_that_ranks_as_the_retriever_cannot_let_a_subquestions_find_in(monkeypatch):
+    """With dense retrieval and the bi-encoder of the same embedder (the old default), the main
+    question's top-k is already the best k by the reranker's score over the whole corpus: the
+    gold paragraph the sub-question found cannot enter, whatever the sub-questions are. The
+    default (``auto``: a cross-encoder if cached, else the LLM judge) and ``hybrid`` can."""
+    from hopqa.retrieval import rerank
     from hopqa.retrieval.rerank import BiEncoderReranker
 
-    method = build_method("leapquery", ScriptedLLM(world(["None"], {})), ScriptedRetriever(TABLE),
-                          reranker=BiEncoderReranker(LexicalEmbedder()))
+    retriever = CosineRetriever({}, {})
+    assert [p.id for p in retriever.search(Q, 2)] == ["A", "B"] and retriever.search(SUB, 1)[0].id == "G"
+    retriever = CosineRetriever({}, {})
+    method = build_method("leapquery", bridge_llm(), retriever, k=2, l=1, reranker=BiEncoderReranker(AxesEmbedder()))
     ans = method.answer(Q)
-    assert ans.trace.root.find("rerank")[0].inputs["reranker"] == "BiEncoderReranker"
-    assert build_method("leapquery", ScriptedLLM([]), ScriptedRetriever(TABLE)).config.rerank == "bi-encoder"
+    assert retriever.queries == [Q, SUB]  # the sub-question was searched and found G ...
+    assert [p.id for p in ans.passages] == ["A", "B"]  # ... and G could not get in
+    assert "did not change" in ans.trace.root.find("iteration")[0].events[0]["message"]
+
+    monkeypatch.setattr(rerank, "cached_cross_encoder", lambda *a, **kw: None, raising=False)  # none here
+    method = build_method("leapquery", bridge_llm(), CosineRetriever({}, {}), k=2, l=1)
+    assert method.config.rerank == "llm"
+    ans = method.answer(Q)
+    assert ans.error is None and [p.id for p in ans.passages] == ["G", "A"]  # the default lets it in
+
+
+def test_the_hybrid_reranker_can_let_a_subquestions_find_in_too():
+    from hopqa.retrieval.rerank import HybridReranker
+
+    method = build_method("leapquery", bridge_llm(), CosineRetriever({}, {}), k=2, l=1,
+                          reranker=HybridReranker(AxesEmbedder()))
+    ans = method.answer(Q)
+    assert "G" in [p.id for p in ans.passages]  # BM25 over the candidates: "record label ... start"
+
+
+# -- rerank= is checked when the method is built (issue 29, item 20) --------------------------------------
+@pytest.mark.parametrize("spec", ["bogus", "bi_encoder", "cross-encoder", "LLM"])
+def test_an_unknown_reranker_is_refused_when_the_method_is_built(spec):
+    from hopqa.methods.base import MethodError
+
+    llm = ScriptedLLM(world(["None"], {}))
+    with pytest.raises(MethodError, match=f"rerank={spec}: unknown reranker {spec!r}.*auto, bi-encoder, hybrid, llm"):
+        build_method("leapquery", llm, ScriptedRetriever(TABLE), rerank=spec)
+    assert llm.requests == []  # no question ran
+
+
+def test_a_cross_encoder_that_is_not_on_this_machine_is_refused_when_built(monkeypatch):
+    import sys
+    import types
+
+    from hopqa.methods.base import MethodError
+
+    class Missing:
+        def __init__(self, name, **kw):
+            raise OSError("no such model")
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(CrossEncoder=Missing))
+    with pytest.raises(MethodError, match="rerank=/no/such/cross-encoder.*not a cross-encoder model on this machine"):
+        build_method("leapquery", ScriptedLLM([]), ScriptedRetriever(TABLE), rerank="/no/such/cross-encoder")
 
 
 def test_redundant_subquestions_are_dropped_before_the_vote():

@@ -1,5 +1,6 @@
-"""LeapQuery (METHODS.md §5): sub-questions aimed at the knowledge gaps of the passages so far,
-self-verified by majority vote, retrieved, and reranked against the main question.
+"""LeapQuery (Roy, Shroff, Matta and Liao, "LeapQuery: Enhancing Multi-Hop Question Answering",
+2024; §3): sub-questions aimed at the knowledge gaps of the passages so far, self-verified by
+majority vote, retrieved, and reranked against the main question.
 
 The loop (§3.1-3.5), with its defaults:
 
@@ -11,42 +12,61 @@ The loop (§3.1-3.5), with its defaults:
      the passages do not state, "None" only if they state every one — a first wording that
      offered "None" whenever "the passages already hold everything needed" got "None" from
      Qwen2.5-1.5B on 5 of 5 MuSiQue questions, so the method never left its first retrieval;
-     ``parse_gaps`` reads a numbered
-     or bulleted list, one question a line, or "None"); at most ``max_subquestions``=3 kept
+     ``parse_gaps`` reads a numbered or bulleted list, one question a line, or "None": a first
+     line "None..." / "Nothing..." / "No gap..." is no gap only when no numbered or bulleted
+     sub-question follows it; a number with a colon ("1999: ...") is no list marker and an
+     echoed "Question: ...?" line no sub-question); at most ``max_subquestions``=3 kept
      (the paper is silent; a small model can list dozens, each a retrieval). None -> stop:
      "the current set of retrieved [passages] sufficiently addresses the main question".
-     A sub-question that restates the main question, or one already searched in an earlier
-     iteration (after SQuAD normalisation), is dropped before the vote (recorded as
-     ``redundant``): its retrieval would bring nothing new, and the paper's aim is to "prevent
-     redundancy in data retrieval". Only such sub-questions -> stop.
+   - **Redundancy** (the paper's aim "to ... prevent redundancy in data retrieval", §1):
+     near-duplicate sub-questions (``near_duplicate``: the same SQuAD-normalised words, or a
+     word-set Jaccard similarity of at least ``NEAR_DUPLICATE`` = 0.85) are merged, the first
+     kept, before the vote; a sub-question that nearly duplicates the main question or one
+     searched in an earlier iteration is dropped before the vote too (recorded as
+     ``redundant``): its retrieval would bring nothing new. Only such sub-questions -> stop.
    - **Self-verification** (§3.3): each sub-question gets ``votes``=5 sampled True/False
      judgements (``VERIFY_PROMPT``, temperature ``vote_temperature``=0.7: samples of one
-     greedy answer would be identical); it is kept when more than half say True. A vote that
-     reads as neither counts as not True (recorded). The votes of every sub-question of an
-     iteration are one batch of requests, run concurrently where the backend allows
-     (``LLMBase.map``). No sub-question verified -> stop (nothing new to retrieve).
+     greedy answer would be identical); it is kept when more than half say True. ``parse_vote``
+     reads negations ("Not true", "isn't aligned") as False and an echoed choice ("True or
+     False: False") by the answer after it; a vote that reads as neither counts as not True
+     (recorded). The votes of every sub-question of an iteration are one batch of requests,
+     run concurrently where the backend allows (``LLMBase.map``). No sub-question verified ->
+     stop (nothing new to retrieve).
    - **Retrieval and reranking** (§3.4): each verified sub-question retrieves ``l``=3
      passages; their union with the current top-k is reranked against the *main question*
      and cut to the top ``k``. The top-k unchanged -> stop (the next gaps would be the same at
      temperature 0).
-3. **Answer** (§3.5) from the final top-k (``READ_PROMPT``, a short answer). The answer's
-   passages are that top-k: the evaluation's support recall is Recall@5.
+3. **Answer** (§3.5) from the final top-k (``READ_PROMPT``, a short answer of at most
+   ``max_tokens`` tokens). The answer's passages are that top-k: the evaluation's support
+   recall is Recall@5.
 
 Structured outputs (``structured``, ``hopqa.methods.structured``; issue 16): where the backend
 can constrain to a JSON schema, the gap list is ``{"stated": str, "missing_facts": [str, ...]}``
 (what the passages do state first, so the missing facts can be asked with the names they give;
-at most ``max_subquestions``; an empty list is "None") and each vote ``{"aligned": bool}``, both asked
-by the same prompt with its cue replaced by a JSON instruction (``GAP_JSON_PROMPT``,
-``VERIFY_JSON_PROMPT``); ``off`` keeps the free text. Every gap list and every vote records how
-it parsed (a free-text vote is ``direct`` when it opens with True / False, ``fallback`` for
-yes / no or a later True / False, ``failed`` for neither), so the parse rate covers both.
+at most ``max_subquestions``; an empty list is "None"), asked by its own prompt
+(``GAP_JSON_PROMPT``: the task of ``GAP_PROMPT`` reworded around the two fields), and each
+vote ``{"aligned": bool}``, asked by ``VERIFY_PROMPT``'s question with its cue replaced by a
+JSON instruction (``VERIFY_JSON_PROMPT``); ``off`` keeps the free text (the LLM reranker's
+replies too). Every gap list and every vote records how it parsed (a free-text vote is
+``direct`` when it opens with True / False, ``fallback`` for yes / no, a later True / False, a
+negation or an echoed choice, ``failed`` for neither), so the parse rate covers both.
 
-The reranker (``rerank`` option, a ``hopqa.retrieval.rerank`` spec as ``--rerank`` takes): the paper's is a
-sentence-transformers cross-encoder; no cross-encoder weights install offline here, so the
-default is ``bi-encoder`` (cosine of MiniLM embeddings); a cross-encoder model path or ``llm``
-(the LLM as relevance judge) choose another. Its name is in the trace (``rerank`` steps) and
-in the config, so in the run's ``config.json`` and the report. A ``reranker`` component given
-to the constructor is used as it is (tests).
+The reranker (``rerank`` option, a ``hopqa.retrieval.rerank`` spec as ``--rerank`` takes). The
+method needs a reranker that ranks differently from its retriever: §3.4's is a cross-encoder,
+which reads the question and the passage together; the bi-encoder (cosine of MiniLM
+embeddings) ranks exactly as dense retrieval with MiniLM does, so behind ``--retriever dense``
+the main question's top-k is already the reranker's best k over the whole corpus and no
+sub-question's passage can ever enter it: LeapQuery then equals Retrieve-then-Read by
+construction. The default, ``DEFAULT_RERANK`` = ``auto``, is resolved when the config is made
+(``hopqa.retrieval.rerank.resolve_spec``): a sentence-transformers cross-encoder of
+``rerank.CROSS_ENCODERS`` found in the local Hugging Face cache (nothing is downloaded), else
+``llm`` (the LLM judging each candidate 0-10: one call per candidate). No cross-encoder weights
+install offline here, so here it is ``llm``. The config holds the resolved spec, so the run's
+``config.json``, every trace's config and the report say what ran; each ``rerank`` step
+names the reranker (e.g. ``llm:qwen2.5-1.5b``). ``hybrid`` (BM25 over the candidates fused with
+the bi-encoder's cosine), ``bi-encoder``, ``llm`` and a cross-encoder path or ``OWNER/MODEL``
+name choose one; an unknown spec is refused when the method is built (``MethodError``), before
+any question. A ``reranker`` component given to the constructor is used as it is (tests).
 
 Prompts: the paper publishes none (Figures 2-3 show their roles only); these are hopqa's,
 owned by this module. k, l, n and max_iter are the issue's defaults where the paper gives none.
@@ -60,7 +80,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hopqa.llm.base import GenerationRequest, LLMBase
-from hopqa.methods.base import MethodConfig, Result, RetrievingMethod, register
+from hopqa.methods.base import MethodConfig, MethodError, Result, RetrievingMethod, register
 from hopqa.methods.parsing import clean_answer
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
@@ -76,7 +96,7 @@ from hopqa.methods.structured import (
     use_schema,
 )
 from hopqa.retrieval.base import Retriever
-from hopqa.retrieval.rerank import make_reranker, rerank
+from hopqa.retrieval.rerank import make_reranker, rerank, resolve_spec
 from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -103,9 +123,14 @@ READ_PROMPT = (
     "Answer the question using the passages below. Reply with a short answer of a few words, "
     "without explanation.\n\n{passages}\n\nQuestion: {question}\nAnswer:"
 )
-READER = Reader(READ_PROMPT, max_tokens=32)
+#: The reranker when none is chosen (``hopqa.retrieval.rerank`` spec; module docstring).
+DEFAULT_RERANK = "auto"
+#: Two sub-questions whose SQuAD-normalised word sets have at least this Jaccard similarity are
+#: near-duplicates: one word more or less in a question of 6 or more distinct words (6/7), not
+#: one word changed in a question of up to 12 ("the name of the county" vs "the seat of the county").
+NEAR_DUPLICATE = 0.85
 
-# -- structured outputs (issue 16): the same prompts, the cue replaced by a JSON instruction ----------
+# -- structured outputs (issue 16): the gap list by its own prompt, the vote's cue replaced by JSON ----
 #: The gap list as JSON: the sub-questions (an empty list: no gap, as "None" in free text).
 #: With a schema, the model first writes what the passages do state (``stated``, evidence before
 #: the decision, as every schema here orders its fields), so that a missing fact can be asked
@@ -146,13 +171,23 @@ def gaps_from_json(obj: dict[str, Any], limit: int) -> list[str] | None:
 
 def _distinct(items: Iterable[str]) -> list[str]:
     """``items`` cleaned (markdown emphasis and answer labels stripped), empty ones and
-    case-insensitive repeats dropped, in order: a gap list's sub-questions, JSON or free text."""
+    near-duplicates of an earlier one (``near_duplicate``) dropped, in order: a gap list's
+    sub-questions, JSON or free text."""
     out: list[str] = []
     for item in items:
         text = clean_answer(item.strip("*_ "))
-        if text and text.lower() not in {o.lower() for o in out}:
+        if text and not any(near_duplicate(text, o) for o in out):
             out.append(text)
     return out
+
+
+def near_duplicate(a: str, b: str) -> bool:
+    """Whether two questions ask the same: their SQuAD-normalised word sets are equal or have a
+    Jaccard similarity of at least ``NEAR_DUPLICATE``."""
+    x, y = set(normalize_answer(a).split()), set(normalize_answer(b).split())
+    if x == y:
+        return True
+    return len(x & y) >= NEAR_DUPLICATE * len(x | y)
 
 
 def vote_from_json(obj: dict[str, Any]) -> bool | None:
@@ -163,58 +198,75 @@ def vote_from_json(obj: dict[str, Any]) -> bool | None:
     return parse_vote(value) if isinstance(value, str) else None
 
 
-_ITEM = re.compile(r"^\s*(?:\(?\d+[.):]|[-*\u2022]|sub-?question\s*\d*\s*:|q\d+\s*:)\s*", re.IGNORECASE)
+#: A list marker: "1." or "1)" (one or two digits: "1999." and "1999:" are no markers), a bullet,
+#: or a "Sub-question 1:" / "Q1:" label.
+_ITEM = re.compile(r"^\s*(?:\(?\d{1,2}[.)](?!\d)|[-*\u2022]|sub-?question\s*\d*\s*:|q\d+\s*:)\s*", re.IGNORECASE)
 _NONE = re.compile(r"^\W*(none|no (?:knowledge )?gaps?|no sub-?questions?|nothing)\b", re.IGNORECASE)
-_TRUE = re.compile(r"\b(true|yes)\b", re.IGNORECASE)
-_FALSE = re.compile(r"\b(false|no)\b", re.IGNORECASE)
+#: An echo of the prompt's own lines ("Question: ...?"), never a sub-question.
+_ECHO = re.compile(r"^\W*(?:main\s+)?question\s*:", re.IGNORECASE)
+#: A vote's verdict, the first one found: a negated True ("not true", "isn't aligned", "not
+#: really true") is False, a negated False is True, then True / yes and False / no.
+_VERDICT = re.compile(
+    r"(?P<not_true>(?:\bnot|n't)\s+(?:\w+\s+)?(?:true|aligned)\b)|(?P<not_false>\bnot\s+false\b)"
+    r"|(?P<true>\b(?:true|yes)\b)|(?P<false>\b(?:false|no)\b)", re.IGNORECASE)
+#: The choice a vote may echo before its answer ("True or False: False", "yes/no - no").
+_CHOICE = re.compile(r"\b(?:true\s*(?:or|/)\s*false|yes\s*(?:or|/)\s*no)\b\W*", re.IGNORECASE)
 
 
 def parse_gaps(text: str, limit: int) -> Parsed[list[str]]:
-    """The sub-questions of a gap list, at most ``limit``, duplicates dropped (case-insensitive).
+    """The sub-questions of a gap list, at most ``limit``, near-duplicates merged (``_distinct``).
 
     ``direct``: numbered items ("1. ...", "1) ..."), or "None" (no gap: an empty list);
-    ``fallback``: bullets or "Sub-question 1:" labels, or unlabelled lines ending with "?";
-    ``failed``: nothing of the kind (read as no gap: the loop stops)."""
+    ``fallback``: bullets or "Sub-question 1:" labels, unlabelled lines ending with "?", or a
+    list under a first line that says "None" (a "None" line is no gap only when no numbered or
+    bulleted item follows it); ``failed``: nothing of the kind (read as no gap: the loop stops).
+    Lines that echo the prompt ("Question: ...?") are skipped."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if lines and _NONE.match(lines[0]):
-        return direct([], "none")
+    said_none = bool(lines) and bool(_NONE.match(lines[0]))
     found: list[str] = []
-    numbered = True
-    for line in lines:
+    numbered, marked = True, False
+    for line in lines[1:] if said_none else lines:
         m = _ITEM.match(line)
+        item = line[m.end():].strip() if m else line
+        if _ECHO.match(item):
+            continue
         if m:
-            numbered = numbered and bool(re.match(r"^\s*\(?\d", line))
-            found.append(line[m.end():].strip())
-        elif line.endswith("?"):
+            numbered, marked = numbered and bool(re.match(r"^\s*\(?\d", line)), True
+            found.append(item)
+        elif line.endswith("?") and not said_none:
             numbered = False
             found.append(line)
+    if said_none and not marked:
+        return direct([], "none")
     items = _distinct(found)
     if not items:
         return failed("no sub-question")
     kept = items[:limit]
+    if said_none:
+        return fallback(kept, "a list under None")
     return direct(kept, "numbered list") if numbered else fallback(kept, "bullets or question lines")
 
 
 def parse_vote(text: str) -> bool | None:
-    """True / False (or yes / no) as the first such word of a vote; None when neither is there."""
-    t, f = _TRUE.search(text), _FALSE.search(text)
-    if t and (not f or t.start() < f.start()):
-        return True
-    if f:
-        return False
-    return None
+    """The verdict of a vote (``_VERDICT``: True / False, yes / no, a negated True or False,
+    the first found) after an echoed choice ("True or False:") is removed; None for neither."""
+    m = _VERDICT.search(_CHOICE.sub(" ", text))
+    if m is None:
+        return None
+    return m.lastgroup in ("true", "not_false")
 
 
 def read_vote(text: str) -> Parsed[bool]:
-    """A free-text vote, with how it read: ``direct`` when it opens with True or False,
-    ``fallback`` when the word comes later or is yes / no, ``failed`` when there is none
-    (the vote then counts as not True)."""
+    """A free-text vote, with how it read: ``direct`` when it opens with True or False (not
+    negated, no echoed choice), ``fallback`` otherwise (yes / no, a later True / False, a
+    negation, an echoed choice), ``failed`` when there is no verdict (the vote then counts
+    as not True)."""
     vote = parse_vote(text)
     if vote is None:
         return failed("neither True nor False")
-    if re.match(r"^\W*(true|false)\b", text, re.IGNORECASE):
+    if re.match(r"^\W*(true|false)\b", text, re.IGNORECASE) and not _CHOICE.search(text):
         return direct(vote, "True/False")
-    return fallback(vote, "yes/no or a later True/False")
+    return fallback(vote, "yes/no, a later or negated True/False, or an echoed choice")
 
 
 @dataclass
@@ -228,16 +280,32 @@ class LeapQueryConfig(MethodConfig):
     vote_temperature: float = field(default=0.7, metadata={"range": (0.0, 2.0)})
     max_iter: int = field(default=3, metadata={"range": (1, None)})
     max_subquestions: int = 3
-    #: The reranker (``hopqa.retrieval.rerank.make_reranker``): ``bi-encoder`` (MiniLM cosine),
-    #: ``llm``, or a cross-encoder model path / name (as ``--rerank``).
-    rerank: str = "bi-encoder"
+    #: The reranker (``hopqa.retrieval.rerank.make_reranker``): ``auto`` (a cached cross-encoder,
+    #: else ``llm``; resolved when the config is made, so the config holds what runs), ``llm``,
+    #: ``hybrid`` (BM25 over the candidates + MiniLM cosine), ``bi-encoder`` (MiniLM cosine: no
+    #: use behind dense retrieval, module docstring), or a cross-encoder model path / name.
+    rerank: str = DEFAULT_RERANK
     max_passage_words: int = 120
     gap_tokens: int = field(default=128, metadata={"range": (1, None)})
+    #: Tokens of the answer.
     max_tokens: int = 32
     seed: int = 0
-    #: Structured outputs for the gap list and the votes (``hopqa.methods.structured``): ``auto``
-    #: (JSON schemas where the backend can), ``on``, or ``off`` (free text and forgiving parsers).
+    #: Structured outputs for the gap list, the votes and the LLM reranker
+    #: (``hopqa.methods.structured``): ``auto`` (JSON schemas where the backend can), ``on``, or
+    #: ``off`` (free text and forgiving parsers).
     structured: StructuredMode = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rerank == "auto":
+            self.rerank = resolve_spec("auto")
+
+    def update(self, **overrides: Any) -> LeapQueryConfig:
+        """As ``MethodConfig.update``, with ``rerank="auto"`` resolved."""
+        if overrides.get("rerank") == "auto":
+            overrides = {**overrides, "rerank": resolve_spec("auto")}
+        super().update(**overrides)
+        return self
 
 
 @register("leapquery")
@@ -251,15 +319,13 @@ class LeapQuery(RetrievingMethod):
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
                  reranker: Any = None) -> None:
         super().__init__(llm, retriever, config)
-        self._given = reranker
-        self._reranker = reranker
-
-    @property
-    def reranker(self) -> Any:
-        """The reranker (given, else made from the ``reranker`` option when first needed)."""
-        if self._reranker is None:
-            self._reranker = make_reranker(self.config.rerank, llm=self.llm)
-        return self._reranker
+        if reranker is None:  # made now: a spec that is unknown or cannot load fails the build, not each question
+            spec = self.config.rerank
+            try:
+                reranker = make_reranker(spec, llm=self.llm, structured=self.config.structured)
+            except (ValueError, ImportError, OSError) as exc:
+                raise MethodError(f"rerank={spec}: {exc}") from exc
+        self.reranker = reranker
 
     def run(self, question: str) -> Result:
         cfg = self.config
@@ -267,14 +333,14 @@ class LeapQuery(RetrievingMethod):
             s.mark_hop(question, label="retrieve")
             top = self.rerank(question, self.retriever.search(question, cfg.k))
             s.output(passages=[p.id for p in top])
-        asked = {normalize_answer(question)}  # the main question and every sub-question searched
+        asked = [question]  # the main question and every sub-question searched
         for it in range(1, cfg.max_iter + 1):
             with step("iteration", iteration=it) as s:
                 named = self.gaps(question, top)
                 if not named:
                     s.note("no knowledge gap named: stop")
                     break
-                subs = [q for q in named if normalize_answer(q) not in asked]
+                subs = [q for q in named if not any(near_duplicate(q, a) for a in asked)]
                 if len(subs) < len(named):
                     s.output(redundant=[q for q in named if q not in subs])
                 if not subs:
@@ -285,7 +351,7 @@ class LeapQuery(RetrievingMethod):
                     s.note("no sub-question verified: stop")
                     break
                 pool = {p.id: p for p in top}
-                asked.update(normalize_answer(q) for q in verified)
+                asked.extend(verified)
                 for sub in verified:
                     with step("retrieve", query=sub, k=cfg.l) as r:
                         r.mark_hop(sub, label="sub-question")
@@ -300,7 +366,8 @@ class LeapQuery(RetrievingMethod):
                     s.note("the top-k did not change: stop")
                     break
         with step("read", question=question) as s:
-            reading = READER.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))
+            reader = Reader(READ_PROMPT, max_tokens=cfg.max_tokens)
+            reading = reader.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
         return Result(answer=reading.answer, passages=top)
 
@@ -351,7 +418,7 @@ class LeapQuery(RetrievingMethod):
 
     def rerank(self, question: str, passages: list[Passage]) -> list[Passage]:
         """``passages`` ordered by the reranker's score against ``question`` (stable), top ``k``."""
-        with step("rerank", reranker=self.config.rerank if self._given is None else type(self._given).__name__,
+        with step("rerank", reranker=getattr(self.reranker, "name", type(self.reranker).__name__),
                   candidates=len(passages)) as s:
             top = rerank(self.reranker, question, passages, self.config.k)
             s.output(kept=[p.id for p in top], scores=[round(p.score or 0.0, 4) for p in top])
