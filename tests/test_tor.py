@@ -9,14 +9,18 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hopqa.build import build_method
 from hopqa.evaluation.runner import summarize
 from hopqa.llm.base import GENERATE, STRUCTURED, GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.base import MethodError
+from hopqa.methods.structured import Parsed
 from hopqa.methods.tor.fusion import Evidence, fuse, top_by_similarity
 from hopqa.methods.tor.prompts import REVIEW_DEMOS
 from hopqa.methods.tor.review import (
@@ -74,6 +78,17 @@ Step 3
      "with your answer or new query.", "fallback", True, False, "", ""),
     # "relevant" inside a Thought does not count as a judgment
     ("- Thought: is this relevant? it mentions the film.\n- Judgment: [IRRELEVANT]", "direct", False, False, "", ""),
+    # Step 3's output decides, not a later tag in prose (issue 29, item 14)
+    ("[ANSWER] Ada\nNo [QUERY] needed.", "fallback", True, True, "Ada", ""),
+    ("- Judgment: [RELEVANT]\n- Judgment: [UNSUPPORTED]\n- Output: [QUERY] Who founded it?\nI cannot give an [ANSWER] "
+     "yet.", "direct", True, False, "", "Who founded it?"),
+    ("Step 1\n- Judgment: [RELEVANT]\nStep 2\n- Judgment: [SUPPORTED]\nStep 3\n- Thought: no [QUERY] is needed.\n"
+     "- Output: [ANSWER] Ada\n[QUERY] none", "direct", True, True, "Ada", ""),
+    ("- Judgment: [RELEVANT]\n- Judgment: [SUPPORTED]\nI could ask a [QUERY] but\nStep 3\n[ANSWER] Ada", "direct",
+     True, True, "Ada", ""),
+    # the format's Step 3 line copied back ("[ANSWER] if you can answer the question, otherwise [QUERY]") is no output
+    ("- Judgment: [RELEVANT]\n- Judgment: [SUPPORTED]\n- Output: [ANSWER] if you can answer the question, otherwise "
+     "[QUERY]", "fallback", True, True, "", ""),
 ])
 def test_parse_review_real_and_malformed(text, status, relevant, supported, answer, query):
     parsed = parse_review(text)
@@ -96,6 +111,17 @@ def test_brief_analysis_is_the_reasoning_path_and_answer():
     assert review.analysis == "Spielberg is American. American"
 
 
+def test_the_reviews_thought_is_read_by_step_not_by_position():
+    # Step 1's thought left out: Step 2's is still the reasoning path (not Step 3's, the second by position)
+    review = parse_review("Step 1\n- Judgment: [RELEVANT]\nStep 2\n- Thought: Spielberg is American.\n"
+                          "- Judgment: [SUPPORTED]\nStep 3\n- Thought: c\n- Output: [ANSWER] American").value
+    assert review.thought == "Spielberg is American." and review.analysis == "Spielberg is American. American"
+    # an irrelevant review's thought is Step 1's, as review_text shows it
+    review = parse_review("Step 1\n- Thought: Off topic.\n- Judgment: [IRRELEVANT]\nStep 2\n- Judgment: [UNSUPPORTED]\n"
+                          "Step 3\n- Thought: I need the founder.\n- Output: [QUERY] Who founded it?").value
+    assert review == Review(False, False, query="Who founded it?", thought="Off topic.")
+
+
 def test_parse_mpc():
     assert parse_mpc("- Thought: x\n- Information: [INFO] Hemingway was born in Oak Park.\n- Answer: [ANSWER] Oak Park"
                      ).value == "Hemingway was born in Oak Park."
@@ -108,6 +134,74 @@ def test_parse_mpc():
     assert parse_mpc(echo).status == "failed"
     assert parse_mpc("([INFO]) is the format.\n- Information: [INFO] Lyon is on the Rhone.").value == "Lyon is on the Rhone."
     assert parse_mpc("[INFO] " + "word " * 500).value.count("word") == 80
+
+
+# -- the parsers on long and adversarial text (issue 29, item 13) ---------------------------------------
+def _tor_long_inputs() -> dict[str, str]:
+    """The shared 200,000-character inputs of ``tests.test_parser_properties``, each also after an
+    ``[INFO]`` tag and after an ``Information:`` line (where the MPC parser searches for the
+    information's end), and ToR's own markers repeated."""
+    from tests.test_parser_properties import LONG, LONG_INPUTS, _repeat
+
+    inputs = dict(LONG_INPUTS)
+    for label, text in LONG_INPUTS.items():
+        inputs[f"[INFO] then {label}"] = "[INFO] x" + text
+        inputs[f"Information: then {label}"] = "- Information: x" + text
+    inputs.update({
+        "info then newlines": "[INFO] x" + "\n" * LONG,
+        "info then newline-space lines": "[INFO] x" + "\n " * (LONG // 2),
+        "info then dash lines": "[INFO] x" + "\n- " * (LONG // 3),
+        "info tags": _repeat("[INFO] "),
+        "information lines": _repeat("- Information: x\n"),
+        "output tags": _repeat("[QUERY] "),
+        "output tags after spaces": " " * (LONG // 2) + _repeat("[ANSWER] ", LONG // 2),
+        "output lines": _repeat("- Output: [ANSWER] x\n"),
+        "judgment lines": _repeat("- Judgment: [RELEVANT]\n"),
+        "thought lines": _repeat("Step 2\n- Thought: x\n"),
+        "step headers then newlines": "Step 2" + "\n" * LONG + "- Thought: x",
+        "format words": _repeat("([ANSWER] or [QUERY]) "),
+        "unclosed tags": _repeat("[ answer "),
+    })
+    return inputs
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["parse_review", "parse_mpc"])
+def test_tor_parsers_run_in_linear_time(name):
+    from tests.test_parser_properties import TIME_BOUND
+
+    parse = {"parse_review": parse_review, "parse_mpc": parse_mpc}[name]
+    slow = {}
+    for label, text in _tor_long_inputs().items():
+        t0 = time.perf_counter()
+        assert isinstance(parse(text), Parsed), label
+        elapsed = time.perf_counter() - t0
+        if elapsed > TIME_BOUND:
+            slow[label] = round(elapsed, 2)
+    assert not slow, f"{name} is not linear: seconds per 200,000-character input {slow}"
+
+
+#: Pieces of reviews and completions: the tags, the labels, their sloppy forms and what breaks naive parsers.
+TOR_TOKENS = ["\n", "\n\n", " ", "\t", "\r\n", "\x0b", "\u2028", "- ", "[", "]", "(", ")", ":", "Step 1",
+              "Step 2", "Step 3", "step2", "- Thought: ", "- Judgment: ", "- Output: ", "- Information: ",
+              "- Answer: ", "Answer:",
+              "[RELEVANT]", "[IRRELEVANT]", "[SUPPORTED]", "[UNSUPPORTED]", "[ANSWER]", "[QUERY]", "[INFO]", "[answer]",
+              "relevant", "not relevant", "Not supported", "supported", " or ", "otherwise ", "if you can answer",
+              "([ANSWER] or [QUERY])", "([INFO])", "Ada", "Who?", "é", "\U0001F600"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(st.text(max_size=200), st.lists(st.sampled_from(TOR_TOKENS), max_size=40).map("".join)))
+def test_tor_parsers_never_raise_and_read_consistently(text):
+    review = parse_review(text)
+    assert review.status in ("direct", "fallback", "failed") and isinstance(review.how, str)
+    if review.value is not None:
+        r = review.value
+        assert not (r.answer and r.query) and (r.relevant or not r.supported)
+        assert not r.relevant or not r.answer or r.supported  # a relevant review's answer is an accepted one
+    info = parse_mpc(text)
+    assert (info.value is None) == (info.status == "failed")
+    assert info.value is None or (info.value.strip() and len(info.value.split()) <= 80)
 
 
 # -- a scripted world -------------------------------------------------------------------------------
@@ -198,6 +292,19 @@ def test_unparseable_review_is_rejected_and_counted():
     # an empty pool: the reader reads the root's paragraphs
     read = ans.trace.root.find("read")[0]
     assert any("empty evidence pool" in e["message"] for e in read.events) and ans.answer == "Ada Lovelace"
+
+
+def test_a_later_query_in_prose_does_not_turn_an_accept_into_a_search():
+    """Issue 29, item 14: the tag of Step 3's output decides, not the last tag of the reply."""
+
+    def reply(request: GenerationRequest) -> str:
+        if request.text().startswith("Instruction:I will give you a query"):
+            return "[ANSWER] Ada\nNo [QUERY] needed."
+        return world_reply(request)
+
+    retriever = ScriptedRetriever({Q: "C"})
+    ans = tor(ScriptedLLM(reply), retriever).answer(Q)
+    assert nodes(ans) == [(1, "C", "accept")] and retriever.queries == [Q]
 
 
 def test_bad_options_are_errors():

@@ -20,9 +20,19 @@ that models under 20B parameters keep to this format less than 85% of the time, 
   neither a support judgment nor an output. The tree search then takes its documented action
   for an unreadable review, **Reject** (``hopqa.methods.tor.method``).
 
+The output is Step 3's: the first ``[ANSWER]`` / ``[QUERY]`` tag on an ``Output:`` line; without
+one, the first tag after a ``Step 3`` header; else the first tag that begins a line; else the
+first anywhere. A later tag does not override it: "[ANSWER] Ada" followed by a line "No
+[QUERY] needed." accepts Ada. The thought is read by step: Step 2's ``Thought:`` (the
+reasoning path) for a relevant review, Step 1's for an irrelevant one; without ``Step``
+headers, the second (first) ``Thought:`` line by position.
+
 A line that offers both alternatives ("Judgment: [RELEVANT] or [IRRELEVANT]", the format's own
-words copied back) decides nothing. Tags in a Thought do not count: only the judgment lines and,
-when there are none, bracketed tags anywhere. The parsers run in time linear in the reply.
+words copied back) decides nothing, nor do the format's own output words ("A special token
+([ANSWER] or [QUERY]) ...", "[ANSWER] if you can answer the question, otherwise [QUERY]"). Tags
+in a Thought do not count: only the judgment lines and, when there are none, bracketed tags
+anywhere. The parsers run in time linear in the reply (each line is looked at once; the end of
+an ``[INFO]`` is searched line by line, never across line breaks).
 
 Structured outputs (``structured``, ``hopqa.methods.structured``): a schema-constrained review
 sends the same prompt followed by ``review_instruction`` and is asked for ``review_schema``:
@@ -55,11 +65,18 @@ _RELEVANCE = re.compile(r"(\[\s*)?\b(irrelevant|not\s+relevant|relevant)\b(\s*\]
 _SUPPORT = re.compile(r"(\[\s*)?\b(unsupported|not\s+supported|supported)\b(\s*\])?", re.IGNORECASE)
 _OUTPUT_TAG = re.compile(r"\[\s*(answer|query)\s*\]", re.IGNORECASE)
 _BARE_OUTPUT = re.compile(r"^\W*output\s*:\s*(answer|query)\s*[:\-]\s*", re.IGNORECASE)
+_OUTPUT_LINE = re.compile(r"[^\w\n]*output[ \t]*:", re.IGNORECASE)
+_STEP_LINE = re.compile(r"^\W*step[ \t]*(\d)(?!\d)", re.IGNORECASE)
+_STEP3_LINE = re.compile(r"^[^\w\n]*step[ \t]*3(?!\d)", re.IGNORECASE | re.MULTILINE)
+_WORD = re.compile(r"\w")
 _THOUGHT = re.compile(r"^\W*thought\s*:\s*(.*)$", re.IGNORECASE)
 _JUDGMENT_LINE = re.compile(r"^\W*judge?ment\s*:", re.IGNORECASE)
 _INFO = re.compile(r"\[\s*info\s*\]", re.IGNORECASE)
 _INFO_LINE = re.compile(r"^\W*information\s*:\s*", re.IGNORECASE)
-_INFO_END = re.compile(r"(\[\s*answer\s*\]|^\W*answer\s*:|^\W*step\s*2)", re.IGNORECASE | re.MULTILINE)
+#: Where an ``[INFO]`` ends: an ``[ANSWER]`` tag, or a line starting ``Answer:`` or ``Step 2``. The
+#: line's lead is ``[^\w\n]*``, not ``\W*``: a ``\W*`` also crosses line breaks, so that each line
+#: start of a run of blank lines rescanned the whole run (quadratic: 4 s at 10,000 characters).
+_INFO_END = re.compile(r"\[\s*answer\s*\]|^[^\w\n]*(?:answer\s*:|step\s*2)", re.IGNORECASE | re.MULTILINE)
 #: Words kept of a generated query (a model can run on; a retriever needs no essay).
 MAX_QUERY_WORDS = 80
 
@@ -67,7 +84,8 @@ MAX_QUERY_WORDS = 80
 @dataclass(frozen=True)
 class Review:
     """What a review decided: ``relevant``, ``supported``; the ``answer`` or ``query`` text of
-    its output; ``thought`` (Step 2's reasoning path, Tables 7 and 13; '' in Table 8)."""
+    its output; ``thought`` (Step 2's reasoning path, Tables 7 and 13, or Step 1's thought of an
+    irrelevant review; '' in Table 8)."""
 
     relevant: bool
     supported: bool
@@ -77,8 +95,9 @@ class Review:
 
     @property
     def analysis(self) -> str:
-        """The brief analysis of an accepted path (§3.2: the answer to Q from the path's
-        documents): Step 2's reasoning path, then the answer."""
+        """The review's own stand-in for an accepted path's brief analysis, without a call
+        (``analysis=review``; by default the method asks for it, §3.2): Step 2's reasoning path,
+        then the answer — the bare answer under Table 8, which has no thoughts."""
         return " ".join(part for part in (self.thought, self.answer) if part)
 
 
@@ -101,29 +120,73 @@ def _judgment(lines: list[str], pattern: re.Pattern[str], negatives: tuple[str, 
     return None, False
 
 
+def _thought(lines: list[str], step: int) -> str:
+    """The ``Thought:`` of Step ``step``: the first after that step's header (on the header's
+    line or below it, before the next header); without ``Step`` headers, the ``step``-th
+    ``Thought:`` line by position; '' if there is none."""
+    current, headers, by_position = 0, False, []
+    for line in lines:
+        header = _STEP_LINE.match(line)
+        if header:
+            headers, current = True, int(header.group(1))
+            line = line[header.end():]
+        m = _THOUGHT.match(line)
+        if m is None:
+            continue
+        if headers and current == step:
+            return m.group(1).strip()
+        by_position.append(m.group(1).strip())
+    return "" if headers or len(by_position) < step else by_position[step - 1]
+
+
 def _is_format_text(text: str, match: re.Match[str]) -> bool:
     """A tag that describes the format rather than fills it: in brackets, or one of
-    alternatives — "A special token ([ANSWER] or [QUERY]) follow with ...", "([INFO])" — the
-    prompt's own words, which a small model sometimes copies back."""
-    before = text[max(0, match.start() - 1):match.start()]
-    after = text[match.end():match.end() + 5].lstrip()
-    return before == "(" or after.startswith(")") or after.lower().startswith("or [")
+    alternatives — "A special token ([ANSWER] or [QUERY]) follow with ...", "([INFO])", Step 3's
+    "[ANSWER] if you can answer the question, otherwise [QUERY]" — the prompt's own words, which
+    a small model sometimes copies back."""
+    before = text[max(0, match.start() - 10):match.start()].lower()
+    after = text[match.end():match.end() + 20].lstrip().lower()
+    return (before.endswith("(") or before.endswith("otherwise ") or after.startswith(")")
+            or after.startswith("or [") or after.startswith("if you can"))
+
+
+def _step3_output(text: str) -> re.Match[str] | None:
+    """Step 3's output tag (module docstring): the first ``[ANSWER]`` / ``[QUERY]`` tag, not the
+    format's words, on an ``Output:`` line; else after the first ``Step 3`` header; else the
+    first that begins its line; else the first. Linear: each line is classified once."""
+    tags = [m for m in _OUTPUT_TAG.finditer(text) if not _is_format_text(text, m)]
+    if not tags:
+        return None
+    step3 = _STEP3_LINE.search(text)
+    after_step3 = next((m for m in tags if step3 is not None and m.start() > step3.start()), None)
+    on_output_line = starts_line = None
+    line_start, seen, line = 0, 0, None  # ``line``: (is an Output: line, where its first word starts)
+    for m in tags:
+        newline = text.rfind("\n", seen, m.start())  # only the text since the previous tag
+        seen = m.start()
+        if newline >= 0 or line is None:
+            line_start = newline + 1 if newline >= 0 else line_start
+            word = _WORD.search(text, line_start, m.end())
+            line = (bool(_OUTPUT_LINE.match(text, line_start, m.start())), word.start() if word else -1)
+        if line[0] and on_output_line is None:
+            on_output_line = m
+        if starts_line is None and m.start() < line[1]:  # no word before the tag on its line
+            starts_line = m
+    return on_output_line or after_step3 or starts_line or tags[0]
 
 
 def _output(text: str) -> tuple[str, str, bool]:
-    """(kind, text, exact) of the review's output: the last ``[ANSWER]`` / ``[QUERY]`` tag (not
-    the format's own words, ``_is_format_text``) and the rest of its line; else an
-    ``Output: answer: ...`` line (not exact); ('', '', False) if none."""
-    last = None
-    for match in _OUTPUT_TAG.finditer(text):
-        if not _is_format_text(text, match):
-            last = match
-    if last is not None:
-        rest = text[last.end() :].split("\n", 1)[0]
+    """(kind, text, exact) of the review's output: Step 3's ``[ANSWER]`` / ``[QUERY]`` tag
+    (``_step3_output``) and the rest of its line; else an ``Output: answer: ...`` line (not
+    exact); ('', '', False) if none."""
+    tag = _step3_output(text)
+    if tag is not None:
+        end = text.find("\n", tag.end())
+        rest = text[tag.end() : end if end >= 0 else len(text)]
         return (
-            last.group(1).lower(),
+            tag.group(1).lower(),
             " ".join(rest.strip(" :-").split()),
-            last.group(0).isupper(),
+            tag.group(0).isupper(),
         )
     for line in text.splitlines():
         m = _BARE_OUTPUT.match(line)
@@ -153,8 +216,6 @@ def parse_review(text: str) -> Parsed[Review]:
         )
         rel_exact = sup_exact = False  # the judgment lines were not kept
     kind, out, out_exact = _output(text)
-    thoughts = [m.group(1).strip() for ln in lines if (m := _THOUGHT.match(ln))]
-    thought = thoughts[1] if len(thoughts) >= 2 else ""
     rules: list[str] = []
     if relevant is None:
         if supported or kind == "answer":
@@ -164,7 +225,7 @@ def parse_review(text: str) -> Parsed[Review]:
             return failed("no relevance judgment")
     if not relevant:  # its output is kept: without relevance pruning (and in CoR) its query is searched
         review = Review(relevant=False, supported=False, answer=out if kind == "answer" else "",
-                        query=out if kind == "query" else "", thought=thought)
+                        query=out if kind == "query" else "", thought=_thought(lines, 1))
         return direct(review, "irrelevant") if rel_exact else fallback(review, "irrelevant (lenient tag)")
     if supported is None:
         if not kind:
@@ -185,7 +246,7 @@ def parse_review(text: str) -> Parsed[Review]:
         supported=supported,
         answer=out if kind == "answer" else "",
         query=out if kind == "query" else "",
-        thought=thought,
+        thought=_thought(lines, 2),
     )
     how = "supported" if supported else "unsupported"
     return fallback(review, how + ": " + "; ".join(rules)) if rules else direct(review, how)
