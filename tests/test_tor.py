@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -231,6 +232,10 @@ REVIEWS = {
 }
 
 
+#: Table 10's prompt: the acceptance call of an accepted path (§3.2), and the reader of an empty pool.
+ANSWER_FROM_DOCUMENTS = "Instruct:Your task is to answer my questions in a few words"
+
+
 def world_reply(request: GenerationRequest) -> str:
     prompt = request.text()
     if prompt.startswith("Instruction:I will give you a query"):
@@ -238,6 +243,9 @@ def world_reply(request: GenerationRequest) -> str:
     if prompt.startswith("Instruction:I will give you a question"):  # MPC
         ids = prompt.rsplit("References: ", 1)[1]
         return "- Information: [INFO] info of " + ("B" if "Title B" in ids else "A")
+    if prompt.startswith(ANSWER_FROM_DOCUMENTS):  # an accepted path's brief analysis (or the empty pool's reader)
+        ids = _path_ids(prompt.replace("Documents:", "Documents: "))
+        return f"Paths {ids} give the founder. The answer is Ada Lovelace."
     return "Ada Lovelace founded it. The answer is Ada Lovelace."
 
 
@@ -259,7 +267,7 @@ def test_dfs_builds_the_known_tree_with_repetitive_pruning():
     assert ans.error is None and ans.answer == "Ada Lovelace"
     # C is accepted first, so A's search (C, D) keeps only D
     assert nodes(ans) == [(1, "C", "accept"), (1, "A", "search"), (2, "AD", "accept"), (1, "B", "reject")]
-    assert ans.usage.llm_calls == 5  # 4 reviews + the reader, no MPC under cot
+    assert ans.usage.llm_calls == 7  # 4 reviews, the brief analyses of C and AD, the reader; no MPC under cot
     retrieve = [s for s in ans.trace.root.find("retrieve") if s.inputs["query"] == "query of A"][0]
     assert retrieve.outputs["pruned_repetitive"] == ["C"] and retrieve.outputs["kept"] == ["D"]
     assert ans.metrics == {"docs_reviewed": 4.0, "evidence": 2.0}
@@ -269,7 +277,7 @@ def test_dfs_builds_the_known_tree_with_repetitive_pruning():
 
 def test_without_repetitive_pruning_the_pooled_paragraph_is_reviewed_again():
     ans = tor(ScriptedLLM(world_reply), widths="3,2", depth=2, expansion="cot", repetitive_pruning=False).answer(Q)
-    assert (2, "AC", "accept") in nodes(ans) and ans.usage.llm_calls == 6 and ans.metrics["evidence"] == 3.0
+    assert (2, "AC", "accept") in nodes(ans) and ans.usage.llm_calls == 6 + 3 and ans.metrics["evidence"] == 3.0
 
 
 def test_mpc_expansion_and_no_relevance_pruning():
@@ -279,7 +287,7 @@ def test_mpc_expansion_and_no_relevance_pruning():
     assert retriever.queries == [Q, "info of A", "info of B"]
     assert nodes(ans)[-1] == (2, "BE", "max depth") and (1, "B", "search") in nodes(ans)
     assert len(ans.trace.root.find("expand")) == 2
-    assert ans.usage.llm_calls == 3 + 2 + 2 + 1  # level-1 reviews, 2 MPC, AD and BE reviews, reader
+    assert ans.usage.llm_calls == 3 + 2 + 2 + 2 + 1  # level-1 reviews, 2 MPC, AD and BE reviews, 2 analyses, reader
 
 
 def test_unparseable_review_is_rejected_and_counted():
@@ -305,6 +313,124 @@ def test_a_later_query_in_prose_does_not_turn_an_accept_into_a_search():
     retriever = ScriptedRetriever({Q: "C"})
     ans = tor(ScriptedLLM(reply), retriever).answer(Q)
     assert nodes(ans) == [(1, "C", "accept")] and retriever.queries == [Q]
+
+
+@pytest.mark.parametrize("expansion", ["direct", "cot"])
+def test_without_relevance_pruning_an_irrelevant_node_is_expanded(expansion):
+    """Issue 29, item 15: with relevance pruning off every paragraph is expanded (Table 5's
+    ablation); an irrelevant review without a query of its own gets one from Table 9's
+    completion, as under MPC."""
+    retriever = ScriptedRetriever(TABLE)
+    ans = tor(ScriptedLLM(world_reply), retriever, widths="3,2", depth=2, expansion=expansion,
+              relevance_pruning=False).answer(Q)
+    assert retriever.queries == [Q, "query of A", "info of B"]
+    assert nodes(ans) == [(1, "C", "accept"), (1, "A", "search"), (2, "AD", "accept"), (1, "B", "search"),
+                          (2, "BE", "max depth")]
+    (expand,) = ans.trace.root.find("expand")  # B's only: A has its own [QUERY]
+    assert expand.inputs["strategy"] == "mpc" and expand.outputs["query"] == "info of B"
+    assert any("relevance pruning off" in e["message"] for e in expand.events)
+    assert ans.usage.llm_calls == 3 + 1 + 2 + 2 + 1  # level-1 reviews, B's completion, AD and BE, 2 analyses, reader
+    # an irrelevant review that asks a query of its own searches it, without a completion
+    own = {**REVIEWS, "B": "- Judgment: [IRRELEVANT]\n- Judgment: [UNSUPPORTED]\n- Output: [QUERY] info of B"}
+
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if prompt.startswith("Instruction:I will give you a query"):
+            return own.get(_path_ids(prompt), "- Judgment: [IRRELEVANT]")
+        return world_reply(request)
+
+    retriever = ScriptedRetriever(TABLE)
+    ans = tor(ScriptedLLM(reply), retriever, widths="3,2", depth=2, expansion=expansion,
+              relevance_pruning=False).answer(Q)
+    assert retriever.queries == [Q, "query of A", "info of B"] and not ans.trace.root.find("expand")
+    # with relevance pruning (the default) the irrelevant node is rejected, nothing is completed
+    pruned = tor(ScriptedLLM(world_reply), widths="3,2", depth=2, expansion=expansion).answer(Q)
+    assert (1, "B", "reject") in nodes(pruned) and not pruned.trace.root.find("expand")
+
+
+def test_an_accepted_path_is_answered_from_its_paragraphs():
+    """Issue 29, item 16 (§3.2): once a path is accepted the model answers Q from the path's
+    documents (Table 10's prompt); that answer is the brief analysis the evidence carries. One
+    call more per accepted node, counted in #API (the usage's LLM calls)."""
+    llm = ScriptedLLM(world_reply)
+    ans = tor(llm, widths="3,2", depth=2).answer(Q)  # MPC with Table 8's review: no thoughts
+    assert nodes(ans) == [(1, "C", "accept"), (1, "A", "search"), (2, "AD", "accept"), (1, "B", "reject")]
+    evidence = ans.trace.root.find("tree")[0].outputs["evidence"]
+    assert [ev["analysis"] for ev in evidence] == ["Paths C give the founder. The answer is Ada Lovelace.",
+                                                   "Paths AD give the founder. The answer is Ada Lovelace."]
+    analyses = ans.trace.root.find("analyse")
+    assert [a.inputs["paragraphs"] for a in analyses] == [["C"], ["A", "D"]]
+    accepted = [n for n in ans.trace.root.find("node") if n.outputs["action"] == "accept"]
+    assert [[c.kind for c in n.children] for n in accepted] == [["analyse"], ["analyse"]]
+    for a in analyses:
+        (call,) = a.llm_calls
+        assert call["prompt"].startswith(ANSWER_FROM_DOCUMENTS) and call["prompt"].endswith(f"Question:{Q}\n")
+        assert a.outputs["answer"] == "Ada Lovelace"
+    assert ans.usage.llm_calls == 3 + 1 + 1 + 2 + 1  # level-1 reviews, A's completion, AD's review, 2 analyses, reader
+    assert [h.answer for h in ans.hops if h.label == "accept"] == ["Ada Lovelace", "Ada Lovelace"]
+    read = ans.trace.root.find("read")[0].llm_calls[0]["prompt"]
+    assert "Assertions:Paths C give the founder. The answer is Ada Lovelace.\nDocuments:" in read
+    # analysis=review: the review's own Step-2 thought and [ANSWER] (here the bare answer), no call
+    old = tor(ScriptedLLM(world_reply), widths="3,2", depth=2, analysis="review").answer(Q)
+    assert [ev["analysis"] for ev in old.trace.root.find("tree")[0].outputs["evidence"]] == ["Ada", "Ada Lovelace"]
+    assert old.usage.llm_calls == ans.usage.llm_calls - 2 and not old.trace.root.find("analyse")
+    with pytest.raises(MethodError):
+        tor(ScriptedLLM([]), analysis="thought")
+
+
+def test_an_empty_acceptance_answer_keeps_the_reviews_analysis():
+    def reply(request: GenerationRequest) -> str:
+        return " " if request.text().startswith(ANSWER_FROM_DOCUMENTS) else world_reply(request)
+
+    ans = tor(ScriptedLLM(reply), ScriptedRetriever({Q: "C"}), expansion="cot").answer(Q)
+    (analyse,) = ans.trace.root.find("analyse")
+    assert any("empty" in e["message"] for e in analyse.events)
+    assert ans.trace.root.find("tree")[0].outputs["evidence"][0]["analysis"] == "Ada"
+
+
+def test_recall_ranking_warns_and_notes_when_minilm_cannot_load(monkeypatch):
+    """Issue 29, item 20: the lexical stand-in is no silent switch: a ``hopqa: warning:`` (a
+    ``UserWarning``) once per method, and a note on every ``rank`` step that used it."""
+    import hopqa.embed as embed
+
+    class Unloadable:
+        def __init__(self, *args, **kwargs):
+            raise OSError("no model files on this machine")
+
+    monkeypatch.setattr(embed, "MiniLMEmbedder", Unloadable)
+    monkeypatch.setattr(embed, "_default", None)
+    for name, options in (("tor", {"widths": "3,2", "depth": 2, "expansion": "cot"}), ("cor", {})):
+        method = build_method(name, ScriptedLLM(world_reply if name == "tor" else cor_reply), ScriptedRetriever(TABLE),
+                              shots=1, recall_k=2, **options)
+        with pytest.warns(UserWarning, match="Recall@15 .*lexical"):
+            first = method.answer(Q)
+        with warnings.catch_warnings(record=True) as again:
+            warnings.simplefilter("always")
+            second = method.answer(Q)
+        assert not [w for w in again if "Recall@15" in str(w.message)]  # once per method
+        for ans in (first, second):
+            (rank,) = ans.trace.root.find("rank")
+            assert rank.outputs["embedder"] == "lexical" and len(ans.passages) == 2
+            assert any("lexical" in e["message"] and "MiniLM" in e["message"] for e in rank.events)
+
+
+def test_a_given_or_loadable_embedder_ranks_without_a_warning(monkeypatch):
+    import hopqa.embed as embed
+
+    class Loads(embed.LexicalEmbedder):  # stands in for MiniLM, which the unit tests do not load
+        name = "all-MiniLM-L6-v2"
+
+    monkeypatch.setattr(embed, "MiniLMEmbedder", Loads)
+    monkeypatch.setattr(embed, "_default", None)
+    for given in (None, embed.LexicalEmbedder()):
+        method = build_method("tor", ScriptedLLM(world_reply), ScriptedRetriever(TABLE), embedder=given, shots=1,
+                              recall_k=2, widths="3,2", depth=2, expansion="cot")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ans = method.answer(Q)
+        assert not [w for w in caught if "Recall@15" in str(w.message)]
+        (rank,) = ans.trace.root.find("rank")
+        assert rank.outputs["embedder"] == ("lexical" if given else "all-MiniLM-L6-v2") and not rank.events
 
 
 def test_bad_options_are_errors():
@@ -382,14 +508,21 @@ def test_cor_is_one_chain_over_all_paragraphs():
     assert retriever.queries == [Q, "query of A"]
     reviews = ans.trace.root.find("review")
     assert [s.outputs["action"] for s in reviews] == ["search", "accept"]
-    assert ans.usage.llm_calls == 3 and ans.metrics == {"docs_reviewed": 4.0, "evidence": 1.0}
+    # two reviews, the accepted chain's brief analysis, the reader
+    assert ans.usage.llm_calls == 4 and ans.metrics == {"docs_reviewed": 4.0, "evidence": 1.0}
+    # the accepted chain's brief analysis: Q answered from the chain's paragraphs (Table 10), inside the review step
+    (analyse,) = ans.trace.root.find("analyse")
+    assert analyse.inputs["paragraphs"] == ["C", "A", "B", "D"] and analyse in reviews[1].children
+    assert ans.trace.root.find("tree") == [] and "Assertions:The answer is Ada." in (
+        ans.trace.root.find("read")[0].llm_calls[0]["prompt"])
     # the second review saw every paragraph of the chain
     assert _path_ids(ans.trace.root.find("review")[1].llm_calls[0]["prompt"]) == "CABD"
 
 
 def test_cor_goes_on_with_the_query_of_an_irrelevant_review_and_stops_replies_at_the_next_question():
     replies = ["- Judgment: [IRRELEVANT]\n- Judgment: [UNSUPPORTED]\n- Output: [QUERY] query of A",
-               "- Judgment: [RELEVANT]\n- Judgment: [SUPPORTED]\n- Output: [ANSWER] Ada", "The answer is Ada."]
+               "- Judgment: [RELEVANT]\n- Judgment: [SUPPORTED]\n- Output: [ANSWER] Ada", "The answer is Ada.",
+               "The answer is Ada."]
     llm = ScriptedLLM(replies)
     retriever = ScriptedRetriever(TABLE)
     ans = build_method("cor", llm, retriever, shots=0).answer(Q)
@@ -567,15 +700,20 @@ def test_tor_structured_reviews_build_the_free_text_tree():
         assert on.prompt == off.prompt + review_instruction(True) and off.prompt.endswith("\n")
         assert on.schema_dict() == review_schema(True) and off.schema is None
         assert on.max_tokens == 256 + 32 and off.max_tokens == 256 and on.stop == off.stop == ("\nQuestion:",)
-    assert len(review_requests(llm)) == 4 and all(r.schema is None for r in llm.requests[4:])  # the reader
+    assert len(review_requests(llm)) == 4  # the brief analyses and the reader: no schema
+    assert all(r.schema is None for r in llm.requests if not r.text().startswith("Instruction:I will give you a query"))
     # the trace shows the review in the paper's format, as in free text, and the JSON as it came
     for on, off in zip(ans.trace.root.find("node"), free.trace.root.find("node"), strict=True):
         assert on.outputs["review"] == off.outputs["review"] and "raw" not in off.outputs
         assert json.loads(on.outputs["raw"])["relevance"] in ("relevant", "irrelevant")
     assert ans.trace.root.find("node")[0].outputs["review"].startswith("Step 1\n- Judgment: [RELEVANT]\nStep 2\n"
                                                                        "- Thought: C names the founder.")
-    # the brief analysis: the JSON's thought and answer
-    assert ans.trace.root.find("tree")[0].outputs["evidence"][0]["analysis"] == "C names the founder. Ada"
+    # the brief analysis: the acceptance call's answer; with analysis=review, the JSON's thought and answer
+    assert ans.trace.root.find("tree")[0].outputs["evidence"][0]["analysis"] == (
+        "Paths C give the founder. The answer is Ada Lovelace.")
+    old = tor(ScriptedLLM(world(True), capabilities=JSON_LLM), widths="3,2", depth=2, expansion="cot",
+              analysis="review").answer(Q)
+    assert old.trace.root.find("tree")[0].outputs["evidence"][0]["analysis"] == "C names the founder. Ada"
     assert parse_records(ans) == [("review", "direct", "json", True)] * 4
     assert [r[:3] for r in parse_records(free)] == [("review", "direct", "supported"),
                                                     ("review", "direct", "unsupported"),
@@ -683,11 +821,14 @@ def test_cor_structured_reviews():
     for on, off in zip(llm.requests[:2], free_llm.requests[:2], strict=True):
         assert on.prompt == off.prompt + review_instruction(True) and on.schema_dict() == review_schema(True)
         assert on.max_tokens == 256 + 32 and off.schema is None
-    assert llm.requests[2].schema is None  # the reader
+    assert llm.requests[2].schema is None and llm.requests[3].schema is None  # the brief analysis, the reader
     assert reviews[0].outputs["review"] == ("Step 1\n- Judgment: [RELEVANT]\nStep 2\n- Thought: The founder is missing.\n"
                                             "- Judgment: [UNSUPPORTED]\nStep 3\n- Output: [QUERY] query of A")
     assert json.loads(reviews[1].outputs["raw"])["answer"] == "Ada"
-    assert ans.trace.root.find("read")[0].llm_calls[0]["prompt"].count("C then D. Ada") == 1  # the brief analysis
+    assert ans.trace.root.find("read")[0].llm_calls[0]["prompt"].count("Assertions:The answer is Ada.") == 1
+    old = build_method("cor", ScriptedLLM(cor_json_reply, capabilities=JSON_LLM), ScriptedRetriever(TABLE), shots=0,
+                       analysis="review").answer(Q)
+    assert old.trace.root.find("read")[0].llm_calls[0]["prompt"].count("C then D. Ada") == 1  # the review's own
     assert parse_records(ans) == [("review", "direct", "json", True)] * 2
     # structured=off on a backend that could: the paper's prompts, no schema, the same records as before
     off_llm = ScriptedLLM(cor_reply, capabilities=JSON_LLM)

@@ -7,10 +7,13 @@ Each turn retrieves ``k`` paragraphs (the question first, then the review's new 
 the new ones to the chain, and reviews *all* the chain's paragraphs with Table 13's prompt
 (``hopqa.methods.tor.review`` reads it). Supported -> the chain is accepted: (its paragraphs,
 the brief analysis) is the one piece of evidence, and the reader (``fusion``, evidence-based by
-default, as ToR) answers from it. Unsupported -> the ``[QUERY]`` is the next turn's query. A
-chain has no sibling to turn to, so an irrelevant review that still gives a query goes on with
-it. Defaults: ``k=5`` paragraphs per query and ``max_turns=3`` (§4.3: top-5 per query, at most 3
-turns for the multi-turn baselines).
+default, as ToR) answers from it. The brief analysis is ToR's (``analysis``,
+``hopqa.methods.tor.method.brief_analysis``): by default one more call answers Q from the
+chain's paragraphs (Table 10's prompt; an ``analyse`` step inside the accepting ``review``);
+``analysis=review``: the review's own thought and answer. Unsupported -> the ``[QUERY]`` is
+the next turn's query. A chain has no sibling to turn to, so an irrelevant review that still
+gives a query goes on with it. Defaults: ``k=5`` paragraphs per query and ``max_turns=3``
+(§4.3: top-5 per query, at most 3 turns for the multi-turn baselines).
 
 Documented fallbacks: the chain stops (recorded in the trace) on an unreadable review, a
 review without a query, a query that brings no new paragraph, or the turn limit; the reader then
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from hopqa.methods.base import MethodConfig, Result, register
 from hopqa.methods.structured import StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import Evidence
-from hopqa.methods.tor.method import STOP_SEQUENCES, EvidenceReader, Fusion, read_pool
+from hopqa.methods.tor.method import STOP_SEQUENCES, Analysis, EvidenceReader, Fusion, brief_analysis, read_pool
 from hopqa.methods.tor.prompts import COR, REVIEW_FORMAT, review_demos
 from hopqa.methods.tor.review import (
     JSON_TOKENS,
@@ -50,6 +53,8 @@ class CoRConfig(MethodConfig):
     k: int = 5
     max_turns: int = field(default=3, metadata={"range": (1, None)})
     fusion: Fusion = "evidence"
+    #: The brief analysis of the accepted chain (as ToR's): ``answer`` (§3.2, one call) or ``review``.
+    analysis: Analysis = "answer"
     shots: int = field(default=3, metadata={"range": (0, 3)})
     max_passage_words: int = 120
     #: Words of all the chain's paragraphs in a review prompt.
@@ -115,14 +120,10 @@ class ChainOfReviews(EvidenceReader):
                     s.note("unparseable review: the chain stops")
                     break
                 if review.relevant and review.supported:
-                    pool.append(Evidence(tuple(chain), review.analysis))
                     s.output(action="accept")
-                    s.mark_hop(
-                        question,
-                        answer=review.answer,
-                        label="accept",
-                        passages=list(chain),
-                    )
+                    analysis, answer = brief_analysis(self.llm, cfg, question, chain, review)
+                    pool.append(Evidence(tuple(chain), analysis))
+                    s.mark_hop(question, answer=answer, label="accept", passages=list(chain))
                     break
                 query = cap_query(review.query)
                 s.output(action="search" if query else "stop", query=query or None)

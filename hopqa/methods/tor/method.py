@@ -9,12 +9,22 @@ Every mechanism, with its default and the option that changes it (METHODS.md §4
    root path and judges relevance, support, then gives ``[ANSWER] ...`` or ``[QUERY] ...``
    (``hopqa.methods.tor.review``). Actions: irrelevant -> **Reject**; relevant and unsupported
    -> **Search**: retrieve w_{d+1} paragraphs for the new query, one child each; relevant and
-   supported -> **Accept**: (path paragraphs, brief analysis) enters the evidence pool, the
-   brief analysis being the review's answer to Q from the path (Step 2's reasoning path and
-   the ``[ANSWER]``; no extra call). A Search at the maximum depth stops the path.
+   supported -> **Accept**: (path paragraphs, brief analysis) enters the evidence pool. A
+   Search at the maximum depth stops the path.
+   **Brief analysis** (§3.2: "once LLM accepts a reasoning path, it will be asked to answer the
+   original question Q based on all the documents on this reasoning path"), ``analysis``:
+   ``answer`` (default) — one more call per accepted node, an ``analyse`` step under the node:
+   Table 10's prompt (the paper prints no prompt for this call; Table 10 is its prompt for
+   answering Q from documents) over the path's paragraphs, whose response ("... The answer is
+   X.") is the brief analysis; ``review`` — no call: the review's own Step-2 thought and
+   ``[ANSWER]`` (under Table 8, which has no thoughts, the bare answer).
 3. **Depth-first** until every path is accepted, rejected or at maximum depth.
 4. **Relevance pruning** (``relevance_pruning=true``): irrelevant nodes are rejected; off, they
-   are expanded like unsupported ones (Table 5, "w/o relevance pruning").
+   are expanded like unsupported ones (Table 5, "w/o relevance pruning": "the framework
+   initiates node expansion for each paragraph"). An irrelevant review gives no query under
+   ``direct`` / ``cot`` (the demonstrations, written for pruning, stop after ``[IRRELEVANT]``):
+   its query, unless it asks one of its own, is then Table 9's missing-paragraph completion, as
+   under MPC (an ``expand`` step with a note; one call more per such node).
    **Repetitive pruning** (``repetitive_pruning=true``): after each retrieval, paragraphs whose
    ids are in the evidence pool are dropped. Always (not a switch of the paper): a paragraph
    already on the node's own path is not its child again.
@@ -42,9 +52,18 @@ Every mechanism, with its default and the option that changes it (METHODS.md §4
    to the final response (the ``embedder`` component, MiniLM by default) and cut to
    ``recall_k=15`` when more were gathered (the evaluation's support recall is then Recall@15).
 
+Words (cuts a small model's context needs; the paper states none): a paragraph is shown with
+at most ``max_passage_words``=120 words (reviews, completions, acceptance calls, the reader),
+and a generated query (``[QUERY]``, ``[INFO]``) is cut to 80 words
+(``hopqa.methods.tor.review.MAX_QUERY_WORDS``).
+
 Documented fallbacks (recorded in the trace):
 
 - An unreadable review (``failed`` parse) -> **Reject** ("unparseable review" on the node).
+- An empty response to the acceptance call: the review's own analysis (noted on ``analyse``).
+- No sentence embedder for Recall@15 (MiniLM cannot be loaded and none was given): the lexical
+  stand-in ranks, with a ``UserWarning`` (``hopqa: warning: ...`` on the command line) once
+  per method object and a note on every ``rank`` step it ranked.
 - A Search without a query (an empty ``[QUERY]`` under ``direct``/``cot``, or an MPC call with
   no ``[INFO]`` or an empty ``info``): the review's ``[QUERY]`` if any, else the node is rejected ("no query").
 - An empty evidence pool: the reader reads the root's retrieved paragraphs with Table 10's
@@ -57,14 +76,17 @@ the pool, then runs depth-first in sibling order, so the tree, the calls and the
 the same as sequential execution (at temperature 0). The embedded model runs one call at a time.
 
 Cost figures (Table 5) are the answer's ``metrics``: ``docs_reviewed`` (#Doc, distinct
-paragraphs reviewed) and ``evidence`` (#Evidence); #API is the LLM calls of the usage, and the
-evaluation reports their ratio (``docs_per_call``). The parse rate counts review outputs (not
+paragraphs reviewed) and ``evidence`` (#Evidence); #API is the LLM calls of the usage (every
+call: reviews, MPC completions, acceptance calls, the reader), and the evaluation reports
+their ratio (``docs_per_call``). The parse rate counts review outputs (not
 the MPC completions, in either mode: their status is the ``expand`` step's ``parsed`` output).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+import warnings
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -116,6 +138,7 @@ from hopqa.types import Passage
 Expansion = Literal["direct", "cot", "mpc"]
 Fusion = Literal["analysis", "paragraph", "evidence"]
 ReviewPrompt = Literal["auto", "plain", "cot"]
+Analysis = Literal["answer", "review"]
 ACCEPT, SEARCH, REJECT, STOP = "accept", "search", "reject", "max depth"
 #: Where a reply ends at the latest: a small model that finishes its review (or completion, or
 #: response) may go on to write the next demonstration's "Question:" itself.
@@ -141,13 +164,16 @@ class ToRConfig(MethodConfig):
     expansion: Expansion = "mpc"
     review: ReviewPrompt = "auto"
     fusion: Fusion = "evidence"
+    #: The brief analysis of an accepted path: ``answer`` (§3.2: a call answers Q from the
+    #: path's paragraphs) or ``review`` (the review's own thought and answer, no call).
+    analysis: Analysis = "answer"
     relevance_pruning: bool = True
     repetitive_pruning: bool = True
     #: Demonstrations per prompt (hand-written, ``hopqa.methods.tor.prompts``; the paper: 3).
     shots: int = field(default=3, metadata={"range": (0, 3)})
     #: Words shown per paragraph (a small model's context is short).
     max_passage_words: int = 120
-    #: Tokens of a review, an MPC completion and the reader's response.
+    #: Tokens of a review, an MPC completion and the reader's (and an acceptance call's) response.
     review_tokens: int = field(default=256, metadata={"range": (1, None)})
     mpc_tokens: int = field(default=160, metadata={"range": (1, None)})
     max_tokens: int = 128
@@ -186,6 +212,15 @@ class Node:
     mpc: Parsed[str] | None = None
     action: str = ""
     query: str = ""
+    #: An accepted node's brief analysis and the answer in it.
+    analysis: str = ""
+    answer: str = ""
+
+
+#: Said (a warning, and a note on each ``rank`` step) when Recall@15 ranks with the lexical stand-in.
+LEXICAL_RANKING = ("the sentence embedder (MiniLM, all-MiniLM-L6-v2) could not be loaded (install it with pip "
+                   "install 'hopqa[embed]', or give an embedder): Recall@15 ranks the evidence by word overlap "
+                   "with the lexical stand-in")
 
 
 class EvidenceReader(RetrievingMethod):
@@ -204,15 +239,23 @@ class EvidenceReader(RetrievingMethod):
     ) -> None:
         super().__init__(llm, retriever, config)
         self._embedder = embedder
+        self._embedder_note = ""  # why the default embedder is not the one asked for
+        self._embedder_lock = threading.Lock()
 
     @property
     def embedder(self) -> Any:
-        """The sentence embedder of the Recall@15 ranking (given, else MiniLM, loaded when first needed)."""
-        if self._embedder is None:
-            from hopqa.embed import default_embedder
+        """The sentence embedder of the Recall@15 ranking: given, else MiniLM, loaded when first
+        needed (``hopqa.embed.default_embedder``). When MiniLM cannot be loaded that gives the
+        lexical stand-in: said once per method in a ``UserWarning`` and kept for the trace."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                from hopqa.embed import default_embedder
 
-            self._embedder = default_embedder()
-        return self._embedder
+                self._embedder = default_embedder()
+                if getattr(self._embedder, "name", "") == "lexical":
+                    self._embedder_note = LEXICAL_RANKING
+                    warnings.warn(f"{self.name}: {LEXICAL_RANKING}", UserWarning, stacklevel=2)
+            return self._embedder
 
     def recall_passages(self, passages: list[Passage], response: str) -> list[Passage]:
         """``passages`` cut to ``recall_k`` by similarity to the final ``response`` when there are more."""
@@ -220,8 +263,11 @@ class EvidenceReader(RetrievingMethod):
         if len(passages) <= k:
             return passages
         with step("rank", k=k, gathered=len(passages)) as s:
-            top = top_by_similarity(passages, response, k, self.embedder)
-            s.output(kept=[p.id for p in top], embedder=getattr(self.embedder, "name", "?"))
+            embedder = self.embedder
+            if self._embedder_note:
+                s.note(self._embedder_note)
+            top = top_by_similarity(passages, response, k, embedder)
+            s.output(kept=[p.id for p in top], embedder=getattr(embedder, "name", "?"))
         return top
 
 
@@ -308,15 +354,8 @@ class TreeSearch:
         review = node.parsed.value if node.parsed is not None else None
         s.output(**review_outputs(node.raw, review, self.structured), action=node.action, query=node.query or None)
         if node.action == ACCEPT:
-            assert node.parsed is not None and node.parsed.value is not None
-            evidence = Evidence(node.path, node.parsed.value.analysis)
-            self.pool.append(evidence)
-            s.mark_hop(
-                self.question,
-                answer=node.parsed.value.answer,
-                label="accept",
-                passages=list(node.path),
-            )
+            self.pool.append(Evidence(node.path, node.analysis))
+            s.mark_hop(self.question, answer=node.answer, label="accept", passages=list(node.path))
             return
         if node.action != SEARCH:
             return
@@ -361,6 +400,7 @@ class TreeSearch:
             return
         if review.supported and review.relevant:
             node.action = ACCEPT
+            node.analysis, node.answer = brief_analysis(self.llm, cfg, self.question, node.path, review)
             return
         if not review.relevant and cfg.relevance_pruning:
             node.action = REJECT
@@ -372,14 +412,20 @@ class TreeSearch:
         node.query = cap_query(review.query)
         if cfg.expansion == "mpc":
             self._complete_missing(node, review)
+        elif not review.relevant and not node.query:  # relevance pruning off (module docstring, 4)
+            self._complete_missing(node, review, why="irrelevant, without a [QUERY] of its own, and relevance "
+                                   "pruning off: every paragraph is expanded, the query is Table 9's completion")
         if not node.query:
             node.action = REJECT
             node.step.note("no query for the search: reject")
 
-    def _complete_missing(self, node: Node, review: Review) -> None:
-        """MPC expansion (Table 9): the missing information the model writes is the query."""
+    def _complete_missing(self, node: Node, review: Review, why: str = "") -> None:
+        """MPC expansion (Table 9): the missing information the model writes is the query
+        (``why``: the reason for a completion under another expansion, noted)."""
         cfg = self.config
         with step("expand", strategy="mpc") as s:
+            if why:
+                s.note(why)
             prompt = MPC_FORMAT.format(
                 instruction=MPC,
                 demos=mpc_demos(cfg.shots),
@@ -431,6 +477,67 @@ class TreeSearch:
                 future.result()
 
 
+def _ask_reader(
+    llm: LLMBase,
+    cfg: ToRConfig | Any,
+    fusion: str,
+    question: str,
+    pool: Sequence[Evidence],
+    s: Step,
+    left_out: str,
+) -> tuple[str, str]:
+    """(response, answer): ``question`` asked with the ``fusion`` prompt over as much of ``pool``
+    as fits the context (``hopqa.methods.tor.fusion.fuse``), recorded on ``s`` (``left_out``:
+    the note when pieces did not fit)."""
+    fused = fuse(
+        llm,
+        fusion,
+        question,
+        pool,
+        shots=cfg.shots,
+        max_words=cfg.max_passage_words,
+        limit=context_limit(llm, cfg.context_tokens),
+        reply_tokens=cfg.max_tokens,
+    )
+    if fused.shown < fused.available:
+        s.note(left_out, shown=fused.shown, available=fused.available)
+    gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens, stop=STOP_SEQUENCES)
+    answer, how = read_answer(gen.text)
+    s.output(
+        response=gen.text,
+        answer=answer,
+        parsed_by=how,
+        shown=fused.shown,
+        available=fused.available,
+        prompt_tokens=fused.tokens,
+        budget=fused.budget,
+    )
+    return gen.text, answer
+
+
+def brief_analysis(
+    llm: LLMBase,
+    cfg: ToRConfig | Any,
+    question: str,
+    passages: Sequence[Passage],
+    review: Review,
+) -> tuple[str, str]:
+    """(brief analysis, its answer) of an accepted path (§3.2) with the config's ``analysis``
+    (module docstring): ``answer``, an ``analyse`` step answering ``question`` from ``passages``
+    with Table 10's prompt (the response, whitespace collapsed; the review's own analysis if it is
+    empty); ``review``, the review's thought and answer."""
+    if cfg.analysis == "review":
+        return review.analysis, review.answer
+    with step("analyse", paragraphs=[p.id for p in passages]) as s:
+        response, answer = _ask_reader(llm, cfg, "paragraph", question, [Evidence(tuple(passages), "")], s,
+                                       "paragraphs left out to fit the context")
+        analysis = " ".join(response.split())
+        if not analysis:
+            s.note("empty brief analysis: the review's own (its Step-2 thought and [ANSWER])")
+            return review.analysis, review.answer
+    return analysis, answer or review.answer
+
+
 def read_pool(
     llm: LLMBase,
     cfg: ToRConfig | Any,
@@ -446,31 +553,5 @@ def read_pool(
         if not pool:
             s.note("empty evidence pool: paragraph-based reading of the first retrieval's paragraphs")
             pool, fusion = [Evidence(tuple(fallback_passages), "")], "paragraph"
-        fused = fuse(
-            llm,
-            fusion,
-            question,
-            pool,
-            shots=cfg.shots,
-            max_words=cfg.max_passage_words,
-            limit=context_limit(llm, cfg.context_tokens),
-            reply_tokens=cfg.max_tokens,
-        )
-        if fused.shown < fused.available:
-            s.note(
-                "evidence left out to fit the context",
-                shown=fused.shown,
-                available=fused.available,
-            )
-        gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens, stop=STOP_SEQUENCES)
-        answer, how = read_answer(gen.text)
-        s.output(
-            response=gen.text,
-            answer=answer,
-            parsed_by=how,
-            shown=fused.shown,
-            available=fused.available,
-            prompt_tokens=fused.tokens,
-            budget=fused.budget,
-        )
-    return answer, gen.text, distinct_passages(pool)
+        response, answer = _ask_reader(llm, cfg, fusion, question, pool, s, "evidence left out to fit the context")
+    return answer, response, distinct_passages(pool)
