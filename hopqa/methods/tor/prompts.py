@@ -1,8 +1,14 @@
 """Tree of Reviews prompt templates (Jiapeng Li et al. 2024, Appendix A, Tables 7-13).
 
-The instructions are the paper's text as printed (its wording and slips kept); the prompt
-formats are its ``Prompt Format`` lines. The paper's 3-shot demonstrations were "manually
-annotated" from each dataset's training set and are not published: ours are hand-written here,
+The instructions are the paper's text as printed (its wording and slips kept; the apostrophes
+ASCII); the prompt formats are its ``Prompt Format`` lines, with named fields for its
+placeholders and the demonstrations on lines of their own. ``tests/test_tor_prompts.py``
+compares every template with its table (transcribed in ``tests/fixtures/tor_tables.json``).
+Table 10's prompt also serves the acceptance call that writes an accepted path's brief
+analysis (§3.2, which prints no prompt of its own: ``hopqa.methods.tor.method``).
+
+The paper's 3-shot demonstrations were "manually annotated" from each dataset's training set
+and are not published: ours are hand-written here,
 on general-knowledge questions that are in none of the shipped benchmark subsets, one per
 outcome a review can have (irrelevant; relevant but unsupported, with a query; supported, with
 an answer). ``shots`` (0-3) chooses how many a prompt shows.
@@ -11,8 +17,8 @@ an answer). ``shots`` (0-3) chooses how many a prompt shows.
 - ``REVIEW_PLAIN`` Table 8: paragraphs review without effective expansion (judgments only)
 - ``MPC``          Table 9: missing-paragraph completion (the ``[INFO]`` becomes the query)
 - ``FUSE_PARAGRAPH`` / ``FUSE_ANALYSIS`` / ``FUSE_EVIDENCE``  Tables 10 / 11 / 12: the reader
-- ``COR``          Table 13: the chain-of-reviews baseline's review (Table 7 without "these
-                   documents are a whole")
+- ``COR``          Table 13: the chain-of-reviews baseline's review (Table 7 with "judge if these
+                   documents support" and without "these documents are a whole")
 
 Documents are shown as ``[i] Title | text`` (``hopqa.text.render_passages``, one per line).
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _REVIEW_INTRO = (
-    "I will give you a query and few of documents. Your ultimate task is to judge if the documents support "
+    "I will give you a query and few of documents. Your ultimate task is to judge if {the} documents support "
     "answering the question. However, you need to think step by step. Follow these steps to answer question."
 )
 _WHOLE = (
@@ -62,10 +68,11 @@ _STEP3_THOUGHT = "- Thought: if you can answer the question according to step2. 
 
 
 def _review_instruction(thoughts: bool, whole: bool) -> str:
-    """Tables 7 (``thoughts``), 8 (without) and 13 (``thoughts``, not ``whole``)."""
+    """Tables 7 (``thoughts``), 8 (without) and 13 (``thoughts``, not ``whole``: its first
+    sentence says "these documents" where Tables 7 and 8 say "the documents")."""
     few = "- Thought: A few words for judgment.\n" if thoughts else ""
     return (
-        _REVIEW_INTRO
+        _REVIEW_INTRO.format(the="the" if whole else "these")
         + (_WHOLE if whole else "")
         + "\n"
         + _STEP1
