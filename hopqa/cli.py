@@ -17,9 +17,11 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +30,7 @@ from hopqa.config import (
     judge_from_env,
     llm_from_env,
     redact_credentials,
+    valid_text,
 )
 
 
@@ -232,10 +235,14 @@ def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     options: dict[str, Any] = {}
     if args.k is not None:
-        if "k" not in fields:
-            print(f"hopqa: note: the method {method!r} retrieves nothing; --k is ignored", file=sys.stderr)
-        else:
+        if "k" in fields:
             options["k"] = args.k
+        elif cls.components & {"retriever"}:  # retrieves, but counts its passages otherwise (ToR: widths)
+            own = [f for f in ("widths", "l") if f in fields] or sorted(fields)
+            print(f"hopqa: note: the method {method!r} has no option k (it sets how many passages it retrieves with "
+                  f"{', '.join(own)}: --set {own[0]}=...); --k is ignored", file=sys.stderr)
+        else:
+            print(f"hopqa: note: the method {method!r} retrieves nothing; --k is ignored", file=sys.stderr)
     if getattr(args, "structured", None) is not None and "structured" in fields:
         options["structured"] = args.structured  # methods without structured steps ignore it
     for item in args.set or []:
@@ -269,7 +276,7 @@ def _question(words: list[str]) -> str:
     """The question of ``hopqa ask``, checked (empty, too long) before anything is loaded."""
     from hopqa.methods.base import MethodError, validate_question
 
-    question = " ".join(words)
+    question = valid_text(" ".join(words))  # bytes that were not UTF-8 arrive as lone surrogates
     if not question.strip():
         raise UsageError("the question is empty: hopqa ask \"Who directed ...?\"")
     try:
@@ -319,7 +326,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from hopqa.build import resolve_options, takes
     from hopqa.config import default_home
-    from hopqa.datasets import load_dataset
+    from hopqa.datasets import count_examples, iter_dataset
     from hopqa.evaluation.report import collect_rows, markdown_table
     from hopqa.evaluation.runner import (
         SETTINGS,
@@ -343,13 +350,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     judge_spec = _spec(args, "--judge")
     scorer_spec = _spec(args, "--scorer-llm")
     home = default_home(args.home)
-    examples = load_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
-    if not examples:
+
+    def questions() -> Iterator[Any]:
+        """The questions, as a stream read while the run answers (a file of any size starts at once)."""
+        return iter_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
+
+    first = next(questions(), None)
+    if first is None:
         raise UsageError(f"no questions to evaluate in {args.dataset} ({args.split})")
-    dataset = examples[0].dataset
+    total = count_examples(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
+    dataset = first.dataset
     options = {m: resolve_options(m, options[m], dataset) for m in names}  # e.g. GenSco's shots per dataset
-    if (args.setting == "distractor" and not any(ex.paragraphs for ex in examples)
-            and retrieving):
+    if args.setting == "distractor" and not first.paragraphs and retrieving:
         raise UsageError(f"{args.dataset} has no paragraphs per question: use --setting open (retrieval from the "
                          "demo corpus, or --corpus / --index)")
     search = {"retriever": args.retriever, "rerank": args.rerank,
@@ -358,7 +370,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if search and args.setting != "open":
         raise UsageError("--retriever and --rerank choose the open setting's search; the distractor setting searches "
                          "each question's own paragraphs with BM25 (use --setting open)")
-    base = Path(args.out) / f"{examples[0].dataset}-{examples[0].split}-{args.setting}"
+    base = Path(args.out) / f"{first.dataset}-{first.split}-{args.setting}"
     configs = {}
     for name in names:
         config = {"dataset": args.dataset, "split": args.split, "setting": args.setting, "method": name,
@@ -392,9 +404,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                         scorer=scorer if takes(name, "scorer") else None, progress=not args.no_progress,
                         dataset=dataset, **options[name])
         try:
-            summary = evaluate(method, examples, base / name, setting=args.setting, workers=args.workers, judge=judge,
-                               config=configs[name], retry_failed=args.retry_failed, progress=not args.no_progress,
-                               bertscore=bertscore, support_k=args.support_k)
+            summary = evaluate(method, questions(), base / name, setting=args.setting, workers=args.workers,
+                               judge=judge, config=configs[name], retry_failed=args.retry_failed,
+                               progress=not args.no_progress, bertscore=bertscore, support_k=args.support_k,
+                               total=total)
         except RunDirectoryError as exc:
             raise UsageError(str(exc)) from exc
         run_dirs.append(base / name)
@@ -744,12 +757,30 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, LLMError, DatasetError, FileNotFoundError) as exc:
         print(f"hopqa: error: {one_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("hopqa: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # an evaluation's RunInterrupted says what was recorded
+        print(f"hopqa: {one_line(exc) if str(exc) else 'interrupted'}", file=sys.stderr)
         return 130
+    except Exception as exc:
+        runner = sys.modules.get("hopqa.evaluation.runner")  # not imported: not one of its errors
+        if runner is not None and isinstance(exc, runner.RunWriteError):  # a full disk: the run stopped
+            print(f"hopqa: error: {one_line(exc)}", file=sys.stderr)
+            return 1
+        raise
     finally:
         warnings.showwarning = show_warning
 
 
+def run() -> None:
+    """The ``hopqa`` executable: ``main`` with the process's arguments, then exit. After Ctrl-C,
+    once every finished result is on disk, the process exits at once rather than waiting for
+    work still running in other threads (a model call in flight; nothing of it is kept)."""
+    code = main()
+    if code == 130 and threading.active_count() > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

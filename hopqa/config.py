@@ -90,6 +90,17 @@ def milvus_token() -> str | None:
     return os.environ.get("MILVUS_TOKEN") or None
 
 
+#: A UTF-16 surrogate code point: never valid alone in text (a lone one cannot be encoded as
+#: UTF-8; ``json.loads('"\\ud800"')`` makes one from a reply of a server that cut broken UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that it encodes as UTF-8
+    (``text`` itself, unchanged, when it has none: the common case costs one search)."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Replace ``path`` by ``data`` (``str`` as UTF-8) so a reader or a kill at any moment sees
     either the old content or the new one, never a mix or an empty file.
@@ -99,7 +110,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     rename itself survives a power cut. The temporary file is removed if anything fails.
     """
     target = Path(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = valid_text(data).encode("utf-8") if isinstance(data, str) else data
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # permissions as umask says
     try:
@@ -111,10 +122,10 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _sync_dir(target.parent)
+    sync_dir(target.parent)
 
 
-def _sync_dir(directory: Path) -> None:
+def sync_dir(directory: Path) -> None:
     """``fsync`` a directory (makes a rename in it durable); a no-op where unsupported."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -130,35 +141,12 @@ def _sync_dir(directory: Path) -> None:
 
 #: ``scheme://user:password@`` (or ``scheme://token@``) in a URL: the credentials part.
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s?#]+@")
-#: ``name=value`` after ``?``, ``&``, ``;`` or ``#`` (a query or fragment parameter); the value
-#: ends at the next separator, white space or quote.
-_PARAMETER = re.compile(r"(?P<head>[?&;#](?P<name>[^=&;#?\s'\"<>]+)=)(?P<value>[^&;#\s'\"<>]+)")
-#: Parameter names (percent-decoded, any case) that carry a credential: a key, token, secret,
-#: password, signature, credential or session, alone or as the last part of the name
-#: (``api_key``, ``apikey``, ``access_token``, ``client_secret``, ``X-Amz-Signature``, ...).
-_CREDENTIAL_NAME = re.compile(
-    r"(?:^|[_.-])(?:auth|authorization|sig|signature|credentials?|pwd|passwd|session(?:[_.-]?id)?|jwt)$"
-    r"|(?:key|token|secret|password)$",
-    re.IGNORECASE,
-)
-
-
-def _redact_parameter(match: re.Match[str]) -> str:
-    from urllib.parse import unquote_plus
-
-    if _CREDENTIAL_NAME.search(unquote_plus(match["name"])):
-        return match["head"] + "***"
-    return match[0]
 
 
 def redact_credentials(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``: the user and
-    password before the host, and the value of every query (or fragment) parameter whose name
-    says it holds a credential (``_CREDENTIAL_NAME``: ``api_key``, ``token``, ``sig``, ...).
+    """``text`` with the credentials of every URL in it replaced by ``***``.
 
-    ``openai:m@http://user:secret@host/v1`` -> ``openai:m@http://***@host/v1``;
-    ``http://host/v1?api_key=sk-1&timeout=3`` -> ``http://host/v1?api_key=***&timeout=3``.
-    Applied to every LLM spec or endpoint that is recorded (run configuration, results, cache
-    keys) or printed.
+    ``openai:m@http://user:secret@host/v1`` -> ``openai:m@http://***@host/v1``. Applied to every
+    LLM spec or endpoint that is recorded (run configuration, results, cache keys) or printed.
     """
-    return _PARAMETER.sub(_redact_parameter, _URL_CREDENTIALS.sub(r"\g<scheme>***@", text))
+    return _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from hopqa.config import valid_text
+from hopqa.jsonl import loads
 from hopqa.types import Passage
 
 MAX_WARNINGS = 20
@@ -61,9 +63,17 @@ class CorpusStats:
             self.problems.append(message)
         if self.max_warnings is None or self.skipped <= self.max_warnings:
             warnings.warn(message, self.category, stacklevel=self.stacklevel)
-        elif self.skipped == MAX_WARNINGS + 1:
+        elif self.skipped == self.max_warnings + 1:
             warnings.warn(f"{where}: more malformed lines; counting them without further warnings",
-                          UserWarning, stacklevel=4)
+                          self.category, stacklevel=self.stacklevel)
+
+    def warn_total(self, where: str) -> None:
+        """At the end of a read: one warning with the count of skipped lines, when there were
+        more than were warned about one by one."""
+        if self.max_warnings is not None and self.skipped > self.max_warnings:
+            warnings.warn(f"{where}: {self.skipped} malformed lines skipped in all "
+                          f"({self.skipped - self.max_warnings} not shown one by one)", self.category,
+                          stacklevel=self.stacklevel)
 
     def mend(self, text: str, path: Path, line: int) -> str:
         """``text`` read with ``errors="surrogateescape"``, with each byte that was not UTF-8 as
@@ -104,7 +114,7 @@ def iter_json_lines(path: Path, stats: CorpusStats) -> Iterator[tuple[int, Any]]
                 continue
             line = stats.mend(line, path, n)
             try:
-                yield n, json.loads(line)
+                yield n, loads(line)
             except json.JSONDecodeError as exc:
                 stats.skip(f"{path}:{n}", f"malformed JSON line (not JSON: {exc.msg})")
 
@@ -120,8 +130,9 @@ def _read_jsonl(p: Path, stats: CorpusStats) -> Iterator[Passage]:
             continue
         pid = row.get("id")
         stats.read += 1
-        yield Passage(id=str(n if pid is None or pid == "" else pid), title=str(row.get("title") or ""),
-                      text=text.strip())
+        yield Passage(id=valid_text(str(n if pid is None or pid == "" else pid)),
+                      title=valid_text(str(row.get("title") or "")), text=valid_text(text.strip()))
+    stats.warn_total(str(p))
 
 
 def _read_tsv(p: Path, stats: CorpusStats) -> Iterator[Passage]:
@@ -144,6 +155,7 @@ def _read_tsv(p: Path, stats: CorpusStats) -> Iterator[Passage]:
             stats.read += 1
             yield Passage(id=row[0].strip() or str(n), title=row[2].strip() if len(row) > 2 else "",
                           text=row[1].strip())
+    stats.warn_total(str(p))
 
 
 def write_corpus(passages: Iterable[Passage], path: str | Path) -> int:

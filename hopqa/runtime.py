@@ -5,11 +5,18 @@ the trace step that is open in the calling context and added to the ``Usage`` of
 being answered (both found through context variables set by ``Method.answer``). Work sent to a
 thread pool through ``hopqa.trace.submit`` keeps that context, so concurrent sub-steps (samples, sibling
 sub-questions) land in the right place of the right trace.
+
+Cancellation: inside ``with cancellable(event):`` (a ``threading.Event``; the evaluation runner
+sets it on Ctrl-C or when it must stop) every LLM and retrieval call through these wrappers first
+checks the event and raises ``Cancelled`` once it is set, in every thread the work was handed
+to. The call in flight finishes; nothing new starts. ``Method.answer`` returns such an answer
+with ``cancelled=True`` (its trace says where it stopped), and the runner records none of them.
 """
 
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +34,29 @@ from hopqa.trace import current_step
 from hopqa.types import Passage, Usage
 
 _usage: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("hopqa_usage", default=None)
+_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("hopqa_cancel", default=None)
+
+
+class Cancelled(Exception):
+    """The work was cancelled (module docstring): raised by the next LLM or retrieval call."""
+
+
+@contextmanager
+def cancellable(event: threading.Event) -> Iterator[threading.Event]:
+    """Make ``event`` the cancellation signal of the calls made inside the block (and of the
+    work they hand to pools through ``hopqa.trace.submit``)."""
+    token = _cancel.set(event)
+    try:
+        yield event
+    finally:
+        _cancel.reset(token)
+
+
+def check_cancelled() -> None:
+    """Raise ``Cancelled`` if the current cancellation signal is set."""
+    event = _cancel.get()
+    if event is not None and event.is_set():
+        raise Cancelled("stopped before this call")
 
 #: How much of a prompt / output the trace keeps (characters). Full text is kept by default.
 MAX_TRACE_CHARS = 20000
@@ -59,6 +89,7 @@ class TracedLLM(LLMWrapper):
         self.total = Usage()
 
     def complete(self, request: GenerationRequest) -> Generation:
+        check_cancelled()
         t0 = time.perf_counter()
         try:
             gen = self.inner.complete(request)
@@ -91,6 +122,7 @@ class TracedLLM(LLMWrapper):
         return gen
 
     def loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        check_cancelled()
         t0 = time.perf_counter()
         try:
             ll = self.inner.loglikelihood(context, continuation)
@@ -136,12 +168,14 @@ class TracedRetriever(RetrieverBase):
         self.total = Usage()
 
     def search(self, query: str, k: int = 5) -> list[Passage]:
+        check_cancelled()
         t0 = time.perf_counter()
         hits = self.inner.search(query, k)
         self._record(query, k, hits, time.perf_counter() - t0)
         return hits
 
     def batch_search(self, queries: list[str], k: int = 5) -> list[list[Passage]]:
+        check_cancelled()
         t0 = time.perf_counter()
         results = self.inner.batch_search(queries, k)
         per = (time.perf_counter() - t0) / max(1, len(queries))

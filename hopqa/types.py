@@ -185,6 +185,9 @@ class Answer:
     #: Per-question figures a method reports about its own work (Tree of Reviews:
     #: ``docs_reviewed``, ``evidence``); the evaluation adds them to the question's metrics.
     metrics: dict[str, float] = field(default_factory=dict)
+    #: The method was stopped before it finished (``hopqa.runtime.cancellable``): not an answer
+    #: to record; ``error`` says so and the trace shows where it stopped.
+    cancelled: bool = False
 
     @property
     def hops(self) -> list[Any]:

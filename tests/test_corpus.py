@@ -47,7 +47,9 @@ def test_many_bad_lines_are_counted_but_warned_about_sparingly(tmp_path):
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         assert len(list(read_corpus(p, stats))) == 1
-    assert stats.skipped == 50 and len(record) == 21  # 20 individual warnings + "more malformed lines"
+    # 20 individual warnings + "more malformed lines" + the count at the end
+    assert stats.skipped == 50 and len(record) == 22
+    assert "50 malformed lines skipped in all (30 not shown one by one)" in str(record[-1].message)
 
 
 def test_tsv_dpr_format(tmp_path):

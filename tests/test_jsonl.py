@@ -41,7 +41,7 @@ def test_keys_are_text_and_any_field_can_be_the_key(tmp_path):
 def test_compact_is_atomic_and_idempotent(tmp_path):
     path = tmp_path / "f.jsonl"
     path.write_text(_line({"id": "a", "v": 1}) + _line({"id": "b"}) + _line({"id": "a", "v": 2}) + '{"id": "c"')
-    assert jsonl.compact(path) == {"a": {"id": "a", "v": 2}, "b": {"id": "b"}}
+    assert jsonl.compact(path).records == {"a": {"id": "a", "v": 2}, "b": {"id": "b"}}
     assert path.read_text() == _line({"id": "a", "v": 2}) + _line({"id": "b"})
     inode = path.stat().st_ino
     jsonl.compact(path)
@@ -80,3 +80,66 @@ def test_appender_default(tmp_path):
     assert jsonl.read(path)["a"]["p"] == str(tmp_path)
     with jsonl.Appender(path, default=None) as out, pytest.raises(TypeError):
         out.write({"id": "b", "p": tmp_path})
+
+
+def test_loads_bounds_nesting_and_makes_strings_valid_unicode():
+    assert jsonl.loads("[" * 200 + "]" * 200) is not None
+    for deep in ("[" * 201 + "]" * 201, '{"a": ' * 300 + "1" + "}" * 300, b"[" * 100_000 + b"]" * 100_000):
+        with pytest.raises(ValueError, match="nested more than 200"):
+            jsonl.loads(deep)
+    assert jsonl.loads('["[[[[[[", "]]]"]' * 1) == ["[[[[[[", "]]]"]  # brackets inside strings do not count
+    assert jsonl.loads('{"k\\ud800": ["a\\udfffb", "\\ud83d\\ude00"]}') == {"k\ufffd": ["a\ufffdb", "\U0001f600"]}
+    obj, end = jsonl.raw_decode('say {"a": 1} then', 4)
+    assert obj == {"a": 1} and end == 12
+    with pytest.raises(ValueError):
+        jsonl.raw_decode("x" + "[" * 500, 1)
+
+
+def test_appender_writes_valid_utf8_for_lone_surrogates(tmp_path):
+    path = tmp_path / "f.jsonl"
+    with jsonl.Appender(path) as out:
+        out.write({"id": "a", "text": "broken \ud800 reply"})
+    assert path.read_bytes().decode("utf-8") == '{"id": "a", "text": "broken \ufffd reply"}\n'
+
+
+def test_a_failed_append_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    path = tmp_path / "f.jsonl"
+    out = jsonl.Appender(path)
+    out.write({"id": "a"})
+    real = os.write
+
+    def half_then_full(fd, data):
+        real(fd, bytes(data)[:5])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl.os, "write", half_then_full)
+    with pytest.raises(jsonl.AppendError, match="No space left on device") as info:
+        out.write({"id": "b", "text": "x" * 100})
+    assert info.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert path.read_text() == _line({"id": "a"})  # the half line was cut off again
+    out.write({"id": "c"})
+    out.close()
+    assert set(jsonl.read(path)) == {"a", "c"}
+
+
+def test_scan_streams_and_skips_a_line_longer_than_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "f.jsonl"
+    path.write_text(_line({"id": "a"}) + _line({"id": "big", "x": "y" * 5000}) + _line({"id": "b"}))
+    with pytest.warns(jsonl.RecordWarning, match=":2: skipped"):
+        found = jsonl.scan(path)
+    assert set(found.records) == {"a", "b"} and found.bad == 1 and found.good_end == path.stat().st_size
+    start, end = found.spans["b"]
+    assert path.read_bytes()[start:end] == _line({"id": "b"}).encode()
+
+
+def test_bad_lines_are_warned_about_a_bounded_number_of_times(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("oops\n" * 100 + _line({"id": "a"}))
+    with pytest.warns(jsonl.RecordWarning) as record:
+        assert set(jsonl.read(path)) == {"a"}
+    assert len(record) == jsonl.MAX_WARNINGS + 1 and "100 bad lines skipped in all" in str(record[-1].message)

@@ -373,6 +373,9 @@ ADVERSARIAL_JSON = {
     "cut short": '{"steps": [{"question": "Who is',
     "empty object": "{}",
     "not an object": "[1, 2, 3]",
+    # ~2 KB nested 1,000 deep: json.loads raised RecursionError in every structured method (issue 29)
+    "deeply nested": '{"steps": ' + "[" * 1000 + "]" * 1000 + ', "answer": "a"}',
+    "deeply nested, cut short": '{"answer": ' + '{"a": ' * 1000,
 }
 
 
@@ -388,3 +391,14 @@ def test_every_method_survives_adversarial_json(name, reply):
 def test_the_table_covers_every_registered_method():
     """A new method gets its adversarial run automatically (the parametrisation reads METHODS)."""
     assert {"hgot", "self-dc", "self-ask", "react", "ircot", "gensco-max", "direct"} <= set(METHODS)
+
+
+@pytest.mark.parametrize("reply", ["deeply nested", "deeply nested, cut short"])
+def test_json_readers_refuse_deep_nesting_without_raising(reply):
+    """A reply nested deeper than hopqa.jsonl.MAX_DEPTH reads as no JSON (the free-text path),
+    in the structured steps' reader and the LLM reranker's."""
+    from hopqa.retrieval.rerank import parse_relevance
+
+    text = ADVERSARIAL_JSON[reply]
+    assert loads_object(text) == (None, False)
+    assert parse_relevance(text.replace('"answer"', '"score"') + " 7") == 7.0  # the number after it

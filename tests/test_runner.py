@@ -219,11 +219,12 @@ def test_retry_failed_leaves_one_line_per_id(tmp_path):
 
 def test_compaction_keeps_newest_and_drops_bad_lines(tmp_path):
     path = tmp_path / "results.jsonl"
-    rows = [{"id": "a", "v": 1}, {"id": "b", "v": 1}, {"id": "a", "v": 2}]
+    ok = {"status": "ok", "prediction": "x"}
+    rows = [{"id": "a", "v": 1, **ok}, {"id": "b", "v": 1, **ok}, {"id": "a", "v": 2, **ok}]
     path.write_text(json.dumps(rows[0]) + "\nnot json\n" + json.dumps(rows[1]) + "\n" + json.dumps(rows[2]) + "\n"
                     + '{"id": "c", "v"')
     records = compact_results(path)
-    assert records == {"a": {"id": "a", "v": 2}, "b": {"id": "b", "v": 1}}
+    assert records == {"a": rows[2], "b": rows[1]}
     assert path.read_text() == json.dumps(rows[2]) + "\n" + json.dumps(rows[1]) + "\n"
     before = path.stat().st_mtime_ns, path.stat().st_ino
     assert compact_results(path) == records
@@ -235,7 +236,7 @@ def test_compaction_interrupted_keeps_the_log(tmp_path, monkeypatch):
     import hopqa.config
 
     path = tmp_path / "results.jsonl"
-    log = "".join(json.dumps({"id": i, "v": v}) + "\n" for i, v in [("a", 1), ("a", 2)])
+    log = "".join(json.dumps({"id": i, "v": v, "status": "ok", "prediction": ""}) + "\n" for i, v in [("a", 1), ("a", 2)])
     path.write_text(log)
 
     def killed(src, dst):

@@ -56,7 +56,7 @@ from hopqa.datasets.demos import (
     few_shot_demos,
 )
 from hopqa.datasets.download import OFFICIAL_SOURCES, Download, download_dataset
-from hopqa.datasets.generic import FILE_SPLIT, is_question_file, load_question_file
+from hopqa.datasets.generic import FILE_SPLIT, is_question_file, iter_question_file, load_question_file
 from hopqa.datasets.paths import SOURCES, data_roots, downloads_dir, shipped_data_dir
 from hopqa.datasets.records import (
     DatasetError,
@@ -71,6 +71,8 @@ from hopqa.datasets.registry import (
     DatasetSpec,
     SplitSpec,
     canonical_name,
+    count_examples,
+    iter_dataset,
     list_datasets,
     load_dataset,
     load_shipped,
@@ -104,6 +106,9 @@ __all__ = [
     "list_datasets",
     "load_dataset",
     "load_question_file",
+    "iter_question_file",
+    "iter_dataset",
+    "count_examples",
     "load_shipped",
     "resolve_split",
     "shipped_data_dir",

@@ -192,6 +192,13 @@ def _records(path: Path, stats: LoadStats) -> Iterator[tuple[Where, Any]]:
 
 def load_question_file(name: str | Path, limit: int | None = None, stats: LoadStats | None = None) -> list[Example]:
     """The examples of a question file (see the module docstring); ``limit`` keeps the first."""
+    return list(iter_question_file(name, limit, stats))
+
+
+def iter_question_file(name: str | Path, limit: int | None = None,
+                       stats: LoadStats | None = None) -> Iterator[Example]:
+    """``load_question_file`` as a stream (one example at a time, as the file is read). A
+    missing file is an error at once; a file without one valid question when the stream ends."""
     path = Path(str(name).strip()).expanduser()
     if not path.is_file():
         what = "is a folder, not a file" if path.is_dir() else "no such file"
@@ -200,29 +207,33 @@ def load_question_file(name: str | Path, limit: int | None = None, stats: LoadSt
             "an 'answer' (or 'answers') per record; registered datasets are named without a suffix (see "
             "hopqa datasets)"
         )
-    stats = stats if stats is not None else LoadStats()
+    return _iter_question_file(path, limit, stats if stats is not None else LoadStats())
+
+
+def _iter_question_file(path: Path, limit: int | None, stats: LoadStats) -> Iterator[Example]:
     stem = base_stem(path)
     is_csv = base_suffix(path) == ".csv"
-    seen: dict[str, str] = {}
+    seen: dict[str, Where] = {}  # id -> where it was first
 
     def parse(rec: dict[str, Any], where: Where, _index: int) -> Example:
         example = parse_record(rec, where, stem, drop_empty=is_csv)
         if example.id in seen:
             raise RecordError(f"repeated 'id' {example.id!r} (first at {seen[example.id]})")
-        seen[example.id] = str(where)
+        seen[example.id] = where
         return example
 
-    examples: list[Example] = []
     if limit == 0:
-        return examples
+        return
+    count = 0
     for example in parse_each(_records(path, stats), parse, stats):
-        examples.append(example)
-        if limit is not None and len(examples) >= limit:
+        yield example
+        count += 1
+        if limit is not None and count >= limit:
             break
-    if not examples:
+    stats.warn_total(str(path))
+    if not count:
         problems = "; ".join(stats.problems[:3]) if stats.problems else "the file holds no record"
         raise DatasetError(
             f"{path}: no valid question in the file ({problems}). Each record needs a 'question' and an 'answer' "
             "(or a non-empty 'answers' list); see hopqa.datasets.generic for the format"
         )
-    return examples

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar, TypeVar
 
-from hopqa.corpus import CorpusStats
+from hopqa.corpus import MAX_WARNINGS, CorpusStats
+from hopqa.jsonl import loads
 from hopqa.types import Example, Passage
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class LoadStats(CorpusStats):
     every skip is warned about as a ``DataWarning``."""
 
     category: ClassVar[type[Warning]] = DataWarning
-    max_warnings: ClassVar[int | None] = None
+    max_warnings: ClassVar[int | None] = MAX_WARNINGS
     stacklevel: ClassVar[int] = 3
 
 
@@ -150,7 +151,7 @@ def iter_json_lines(path: Path, stats: LoadStats) -> Iterator[tuple[Where, Any]]
                 if not line.strip():
                     continue
                 try:
-                    value = json.loads(line)
+                    value = loads(line)
                 except json.JSONDecodeError as exc:
                     stats.skip(str(Where(path, n)), f"malformed JSON line (not JSON: {exc.msg})")
                     continue
@@ -173,7 +174,7 @@ def iter_json_records(path: Path, stats: LoadStats) -> Iterator[tuple[Where, Any
     if base_suffix(path) != ".jsonl":
         text = read_text(path)
         try:
-            data = json.loads(text)
+            data = loads(text)
         except json.JSONDecodeError as exc:
             if text.lstrip().startswith("["):
                 raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
@@ -272,7 +273,7 @@ def _literal(value: Any) -> Any:
     if not text or text[0] not in "[{(\"'":
         return value
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError:
         pass
     try:

@@ -28,13 +28,14 @@ file (``my_questions.jsonl``) is read by ``hopqa.datasets.generic``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from hopqa.datasets.bamboogle import read_bamboogle_csv, read_bamboogle_json
 from hopqa.datasets.download import OFFICIAL_SOURCES
 from hopqa.datasets.freshqa import read_freshqa
-from hopqa.datasets.generic import is_question_file, load_question_file
+from hopqa.datasets.generic import is_question_file, iter_question_file
 from hopqa.datasets.hgot import read_hgot
 from hopqa.datasets.hotpot import read_adversarial, read_hotpot
 from hopqa.datasets.musique import read_musique
@@ -188,18 +189,21 @@ def split_path(name: str, split: str, data_dir: str | Path | None = None, home: 
     return resolve_split(name, split, data_dir, home)[1]
 
 
-def _read(key: str, split_key: str, path: Path, stats: LoadStats, limit: int | None = None) -> list[Example]:
+def _read(key: str, split_key: str, path: Path, stats: LoadStats, limit: int | None = None) -> Iterator[Example]:
+    """The examples of one split's file, lazily (at most ``limit``), then a warning counting
+    the skipped records when there were more than were warned about one by one."""
     spec = REGISTRY[key].splits[split_key]
     ctx = ReadContext(key, split_key, stats, spec.select)
-    examples: list[Example] = []
     if limit == 0:
-        return examples
+        return
+    count = 0
     for example in spec.reader(path, ctx):
         example.dataset, example.split = key, split_key
-        examples.append(example)
-        if limit is not None and len(examples) >= limit:
+        yield example
+        count += 1
+        if limit is not None and count >= limit:
             break
-    return examples
+    stats.warn_total(str(path))
 
 
 def load_dataset(name: str | Path, split: str = "dev", data_dir: str | Path | None = None,
@@ -213,17 +217,52 @@ def load_dataset(name: str | Path, split: str = "dev", data_dir: str | Path | No
     and the shipped subsets. ``limit`` keeps the first examples only; ``stats`` (optional)
     receives how many records were read and skipped. Raises ``DatasetError`` for an unknown
     dataset or split or a data directory that does not exist, ``DatasetFileNotFoundError`` for
-    a missing file.
+    a missing file, and for a question file without one valid question.
     """
+    return list(iter_dataset(name, split, data_dir, limit, stats, home))
+
+
+def iter_dataset(name: str | Path, split: str = "dev", data_dir: str | Path | None = None,
+                 limit: int | None = None, stats: LoadStats | None = None,
+                 home: str | Path | None = None) -> Iterator[Example]:
+    """``load_dataset`` as a stream: the examples one at a time, as the file is read, so a file
+    of a million questions costs the memory of one (``hopqa eval`` answers from it at once).
+    The dataset, split and file are checked when this is called (the same errors as
+    ``load_dataset``); a question file without one valid question raises ``DatasetError`` when
+    the stream ends."""
     if limit is not None and limit < 0:
         raise DatasetError(f"limit must be >= 0, not {limit}")
     stats = stats if stats is not None else LoadStats()
     if _registry_key(name) is None and is_question_file(name):
-        return load_question_file(name, limit=limit, stats=stats)
+        return iter_question_file(name, limit=limit, stats=stats)
     key = canonical_name(str(name))
     split_key = _split_name(key, split)
     _, path = resolve_split(key, split_key, data_dir, home)
     return _read(key, split_key, path, stats, limit)
+
+
+#: Files up to this size are counted before a run (for its progress bar); larger ones are not.
+COUNT_MAX_BYTES = 64 * 2**20
+
+
+def count_examples(name: str | Path, split: str = "dev", data_dir: str | Path | None = None,
+                   limit: int | None = None, home: str | Path | None = None) -> int | None:
+    """How many examples ``iter_dataset`` with these arguments gives, by reading the file once
+    without warnings, when it is at most ``COUNT_MAX_BYTES``; None for a larger file (a stream
+    of unknown length). Errors are ``iter_dataset``'s."""
+    if _registry_key(name) is None and is_question_file(name):
+        path = Path(str(name).strip()).expanduser()
+    else:
+        key = canonical_name(str(name))
+        path = resolve_split(key, _split_name(key, split), data_dir, home)[1]
+    if path.is_file() and path.stat().st_size > COUNT_MAX_BYTES:
+        return limit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return sum(1 for _ in iter_dataset(name, split, data_dir, limit, LoadStats(), home))
+        except DatasetError:  # no valid question: the run itself says so
+            return 0
 
 
 def load_shipped(name: str, split: str, limit: int | None = None, stats: LoadStats | None = None) -> list[Example]:
@@ -236,7 +275,7 @@ def load_shipped(name: str, split: str, limit: int | None = None, stats: LoadSta
     found = find_file(REGISTRY[key].splits[split_key].files, roots)
     if found is None:
         raise _missing_file_error(key, split_key, roots)
-    return _read(key, split_key, found[1], stats if stats is not None else LoadStats(), limit)
+    return list(_read(key, split_key, found[1], stats if stats is not None else LoadStats(), limit))
 
 
 @dataclass
@@ -270,7 +309,7 @@ def list_datasets(data_dir: str | Path | None = None, home: str | Path | None = 
             source, path = found
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DataWarning)
-                size = len(_read(name, split, path, LoadStats()))
+                size = sum(1 for _ in _read(name, split, path, LoadStats()))
             rows.append(DatasetInfo(name, split, path, True, size, spec.has_paragraphs, source))
     return rows
 

@@ -11,12 +11,22 @@ the kill landed mid-write.
 
 One line per id: while a run is going, the file is an append-only log, so a retried id has
 two lines (the newest wins for every reader here: ``read_results``, ``hopqa report``). When a
-run completes, the file is compacted: rewritten with one line per id — the newest line, at the
-position of the id's first line — and lines that do not parse are dropped. The rewrite goes to
-a temporary file that replaces ``results.jsonl`` atomically (``config.write_atomic``), so a
-kill during compaction leaves the old log or the compact file, never a mix. Anything reading
-a completed run line by line therefore counts every question once. (Reading, repairing,
-appending and compacting are ``hopqa.jsonl``'s, shared with HGOT's bootstrap.)
+run completes, the file is compacted: rewritten with one line per id — the newest good line, at
+the position of the id's first line — and bad lines are dropped. The rewrite streams into a
+temporary file that replaces ``results.jsonl`` atomically, so a kill during compaction leaves
+the old log or the compact file, never a mix. Anything reading a completed run line by line
+therefore counts every question once. (Reading, repairing, appending and compacting are
+``hopqa.jsonl``'s, shared with HGOT's bootstrap.)
+
+Bad lines: a line that is not a record (``check_record``: not JSON, nested too deeply, no
+``status`` / ``prediction``, fields of the wrong type) is skipped with a warning naming
+``file:line``; the id it held counts as not answered, so the next run answers it again.
+
+Streams and stops: the examples are read as the run goes (a list or a stream), at most two per
+worker ahead of the records written. On Ctrl-C (``RunInterrupted``) or a record that cannot be
+written (``RunWriteError``: a full disk — the line is undone, the lines before stay), no new
+question starts, the ones in flight are cancelled at their next model or retrieval call
+(``hopqa.runtime.cancellable``) and not recorded, and the error says how to resume.
 
 ``run_dir/config.json`` records what was run; it is written atomically, a resumed run with a
 different configuration is refused rather than mixed, and a damaged one (unreadable, not a JSON
@@ -30,9 +40,12 @@ Settings: ``distractor`` — each question retrieves only from its own candidate
 
 from __future__ import annotations
 
+import errno
 import json
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +57,7 @@ from hopqa.console import progress_bar
 from hopqa.evaluation.metrics import judge_accuracy, score_answer
 from hopqa.methods.base import Method, RetrievingMethod
 from hopqa.retrieval.pool import CandidatePool, UnboundPool
+from hopqa.runtime import cancellable
 from hopqa.trace import PARSE_DIRECT, PARSE_FALLBACK, PARSE_STATUSES, parse_counts, submit
 from hopqa.types import Answer, Example, Usage
 
@@ -83,17 +97,56 @@ class RunSummary:
 
 
 # -- the results file (``hopqa.jsonl``: durable appends, torn last line, atomic compaction) -------
+_TEXT_FIELDS = ("prediction", "question", "dataset", "split", "setting", "method")
+_NUMBERS = (int, float)
+
+
+def _numbers(value: Any, what: str) -> str | None:
+    """Why ``value`` is not a mapping of names to numbers (None when it is)."""
+    if not isinstance(value, dict):
+        return f"{what} is not an object"
+    for key, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, _NUMBERS):
+            return f"{what}[{key!r}] is not a number"
+    return None
+
+
+def check_record(rec: dict[str, Any]) -> str | None:
+    """Why a line of ``results.jsonl`` cannot be used (wrong or missing fields), None when it
+    can: ``status`` "ok" or "failed" is required (a line ``{"id": X}`` alone records nothing),
+    and the fields readers compute with have their types when present."""
+    if rec.get("status") not in ("ok", "failed"):
+        return "its status is not 'ok' or 'failed'"
+    for name in _TEXT_FIELDS:
+        if name in rec and not isinstance(rec[name], str):
+            return f"its {name} is not text"
+    for name in ("metrics", "usage", "parse"):
+        if rec.get(name) is not None and (why := _numbers(rec[name], name)):
+            return f"its {why}"
+    words = rec.get("question_words")
+    if words is not None and (isinstance(words, bool) or not isinstance(words, int)):
+        return "its question_words is not a whole number"
+    for name, kind in (("gold", list), ("passages", list), ("trace", dict)):
+        if rec.get(name) is not None and not isinstance(rec[name], kind):
+            return f"its {name} is not a {'list' if kind is list else 'JSON object'}"
+    if any(not isinstance(p, dict) for p in rec.get("passages") or ()):
+        return "a passage is not a JSON object"
+    return None
+
+
 def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
-    """Records by id (the last line of an id wins). With ``repair``, a torn or malformed last
-    line (a kill mid-write) is cut off the file."""
-    return jsonl.read(path, key="id", repair=repair)
+    """Records by id (the newest good line of an id wins). A line that is not a record
+    (``check_record``) is skipped with a ``hopqa.jsonl.RecordWarning`` naming ``file:line``;
+    with ``repair``, a torn last line (a kill mid-write) is cut off the file."""
+    return jsonl.read(path, key="id", repair=repair, check=check_record)
 
 
 def compact_results(path: Path) -> dict[str, dict[str, Any]]:
-    """Rewrite ``path`` atomically with one line per id, the newest, at the position of the id's
-    first line (lines that do not parse are dropped); return the records by id. A file that is
-    already compact is left untouched. Call it only when no run is appending to the file."""
-    return jsonl.compact(path, key="id")
+    """Rewrite ``path`` atomically with one line per id, the newest good one, at the position of
+    the id's first line (bad lines dropped); return the records by id. A file that is already
+    compact is left untouched. Call it only when no run is appending to the file."""
+    jsonl.compact(path, key="id", check=check_record)
+    return read_results(path)
 
 
 # -- one question -------------------------------------------------------------------------------
@@ -160,7 +213,7 @@ def _answer(method: Method, example: Example, setting: str) -> Answer:
 # -- the run ------------------------------------------------------------------------------------
 def evaluate(
     method: Method,
-    examples: Sequence[Example],
+    examples: Iterable[Example],
     run_dir: str | Path,
     setting: str = "distractor",
     workers: int = 1,
@@ -171,14 +224,24 @@ def evaluate(
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     bertscore: Any | None = None,
+    total: int | None = None,
 ) -> RunSummary:
     """Answer and score every example into ``run_dir`` (see the module docstring).
 
+    ``examples`` may be a list or a stream (``hopqa.datasets.iter_dataset``): it is read as the
+    run goes, at most ``2 * workers`` questions ahead of the answers written, so a file of a
+    million questions starts at once in bounded memory (``total``: its length, for the progress
+    bar, when it is not a list).
+
     In the ``open`` setting a retrieving method searches its own retriever (the pooled corpus);
     in the ``distractor`` setting each question's paragraphs replace it. Raises ``ValueError``
-    for a bad argument (setting, workers, no retriever for the open setting) and a
+    for a bad argument (setting, workers, no retriever for the open setting), a
     ``RunDirectoryError`` when ``run_dir`` holds another configuration, a damaged
-    ``config.json``, or is being written by another run."""
+    ``config.json``, is being written by another run or cannot be used, ``RunWriteError`` when
+    a record cannot be written (a full disk: the run stops, every record written before stays),
+    and ``RunInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C: no new question starts, the
+    ones in flight are cancelled at their next model or retrieval call, and every record
+    finished before is on disk."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; use one of {', '.join(SETTINGS)}")
     if setting == "open" and isinstance(method, RetrievingMethod) and isinstance(method.retriever.inner, UnboundPool):
@@ -186,58 +249,170 @@ def evaluate(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a whole number of at least 1, not {workers!r}")
     out = Path(run_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare(out)
+    results_path = out / "results.jsonl"
     with _run_lock(out):
-        _check_config(out / "config.json", config or {}, write=True)
-        results_path = out / "results.jsonl"
-        _run(method, examples, results_path, setting, workers, judge, retry_failed, support_k,
-             progress, on_record, bertscore)
-        records = compact_results(results_path)  # the run completed: one line per id from now on
-        wanted = {ex.id for ex in examples}
-        summary = summarize([r for i, r in records.items() if i in wanted], out)
-        write_atomic(out / "summary.json", json.dumps(summary.to_dict(), indent=1))
+        try:
+            _check_config(out / "config.json", config or {}, write=True)
+        except OSError as exc:
+            raise RunWriteError(_cannot_write(out / "config.json", exc, "before any question was answered")) from exc
+        wanted = _run(method, examples, results_path, setting, workers, judge, retry_failed, support_k,
+                      progress, on_record, bertscore, total)
+        try:  # the run completed: one line per id from now on
+            found = jsonl.compact(results_path, key="id", check=check_record, keep=_status)
+        except OSError as exc:  # a full disk: the log stays as it is, whole, and is read as one
+            warnings.warn(f"{results_path} was not compacted to one line per question ({_oserror(exc)}); it is "
+                          "complete as it is, newest line of a question last", RuntimeWarning, stacklevel=2)
+            found = jsonl.scan(results_path, key="id", check=check_record, keep=_status, warn=False)
+        summary = summarize(jsonl.records_at(results_path, found.spans, wanted), out)
+        try:
+            write_atomic(out / "summary.json", json.dumps(summary.to_dict(), indent=1))
+        except OSError as exc:
+            raise RunWriteError(_cannot_write(out / "summary.json", exc, "every question is recorded in "
+                                              f"{results_path}; hopqa report reads them")) from exc
     return summary
 
 
-def _run(method: Method, examples: Sequence[Example], results_path: Path, setting: str, workers: int, judge: Any | None, retry_failed: bool,
-         support_k: int | None, progress: bool, on_record: Callable[[dict[str, Any]], None] | None,
-         bertscore: Any | None = None) -> None:
-    """Answer the examples not answered yet (and the failed ones with ``retry_failed``),
-    appending each record to ``results_path`` as soon as it is scored."""
-    previous = read_results(results_path, repair=True)
-    todo = [ex for ex in examples
-            if ex.id not in previous or (retry_failed and previous[ex.id].get("status") == "failed")]
-    writer = jsonl.Appender(results_path)  # one line per question, durably, from many threads
-    counts = {"done": 0, "failed": 0}
-    cost = Usage()
-    bar = progress_bar(len(examples), method.name, enabled=progress, initial=len(examples) - len(todo), unit="q",
-                       dynamic_ncols=True)
+class RunWriteError(RuntimeError):
+    """A run's file could not be written (a full disk): the run stopped; what was written stays."""
 
-    def one(ex: Example) -> dict[str, Any]:
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run: ``recorded`` questions were written this time, into ``path``."""
+
+    def __init__(self, path: Path, recorded: int, cancelled: int) -> None:
+        super().__init__(f"interrupted: {recorded} questions recorded this time in {path} ({cancelled} in flight "
+                         "not recorded); run the same command again to resume")
+        self.path, self.recorded, self.cancelled = path, recorded, cancelled
+
+
+def _oserror(exc: OSError) -> str:
+    """An ``OSError`` in words, a full disk named as such."""
+    if exc.errno == errno.ENOSPC:
+        return "the disk is full"
+    return exc.strerror or str(exc)
+
+
+def _cannot_write(path: Path, exc: OSError, what: str) -> str:
+    return f"cannot write {path}: {_oserror(exc)}; {what}"
+
+
+def _status(rec: dict[str, Any]) -> str:
+    return str(rec["status"])
+
+
+def _prepare(out: Path) -> None:
+    """Make the run directory; ``RunDirectoryError`` when it, or one of its files, is not what
+    a run needs (a file where the directory should be, a directory where a file should be)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirectoryError(f"cannot use {out} as a run directory: {_oserror(exc)}") from exc
+    for name in ("results.jsonl", "config.json", "summary.json", ".lock"):
+        if (out / name).is_dir():
+            raise RunDirectoryError(f"{out / name} is a directory, not the run's file: remove it, or use another "
+                                    "--out directory")
+
+
+def _run(method: Method, examples: Iterable[Example], results_path: Path, setting: str, workers: int,
+         judge: Any | None, retry_failed: bool, support_k: int | None, progress: bool,
+         on_record: Callable[[dict[str, Any]], None] | None, bertscore: Any | None = None,
+         total: int | None = None) -> set[str]:
+    """Answer the examples not answered yet (and the failed ones with ``retry_failed``),
+    appending each record to ``results_path`` as soon as it is scored; the ids of ``examples``.
+    At most ``2 * workers`` questions are taken ahead of the records written."""
+    found = jsonl.scan(results_path, key="id", check=check_record, keep=_status)
+    jsonl.truncate_torn(results_path, found)
+    previous = found.records  # id -> status
+    del found
+    try:
+        writer = jsonl.Appender(results_path)  # one line per question, durably
+    except OSError as exc:
+        raise RunWriteError(_cannot_write(results_path, exc, "nothing was answered")) from exc
+    if total is None and isinstance(examples, Sized):
+        total = len(examples)
+    counts = {"done": 0, "failed": 0, "skipped": 0}
+    cost = Usage()
+    bar = progress_bar(total, method.name, enabled=progress, unit="q", dynamic_ncols=True)
+    wanted: set[str] = set()
+    stream = iter(examples)
+    stop = threading.Event()
+    pending: dict[Future[dict[str, Any] | None], Example] = {}
+    pool = ThreadPoolExecutor(max_workers=workers)
+
+    def one(ex: Example) -> dict[str, Any] | None:
         ans = _answer(method, ex, setting)
+        if ans.cancelled:
+            return None
         return _record(ex, ans, setting, judge, support_k, bertscore)
 
+    def take() -> None:
+        """Submit questions until ``2 * workers`` are in flight or the stream ends."""
+        skipped = 0
+        while len(pending) < 2 * workers and not stop.is_set():
+            ex = next(stream, None)
+            if ex is None:
+                break
+            wanted.add(ex.id)
+            status = previous.get(ex.id)
+            if status is not None and not (retry_failed and status == "failed"):
+                skipped += 1
+                continue
+            pending[submit(pool, one, ex)] = ex
+        if skipped:
+            bar.update(skipped)
+
+    def write(fut: Future[dict[str, Any] | None], ex: Example) -> None:
+        """Record one finished question (not a cancelled one)."""
+        try:
+            rec = fut.result()
+        except Exception as exc:  # scoring itself failed: still recorded
+            rec = _failed_record(ex, method.name, setting, exc)
+        if rec is None:  # cancelled: not an answer
+            return
+        writer.write(rec)
+        counts["done"] += 1
+        counts["failed"] += rec["status"] == "failed"
+        cost.add(Usage.from_dict(rec["usage"]))
+        bar.update(1)
+        bar.set_postfix(failed=counts["failed"], calls=cost.llm_calls,
+                        tokens=cost.prompt_tokens + cost.completion_tokens, refresh=False)
+        if on_record is not None:
+            on_record(rec)
+
+    def finished() -> list[tuple[Future[dict[str, Any] | None], Example]]:
+        return [(fut, pending.pop(fut)) for fut in [f for f in pending if f.done()]]
+
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {submit(pool, one, ex): ex for ex in todo}
-            for fut in as_completed(futures):
-                ex = futures[fut]
-                try:
-                    rec = fut.result()
-                except Exception as exc:  # scoring itself failed: still recorded
-                    rec = _failed_record(ex, method.name, setting, exc)
-                writer.write(rec)
-                if on_record is not None:
-                    on_record(rec)
-                counts["done"] += 1
-                counts["failed"] += rec["status"] == "failed"
-                cost.add(Usage.from_dict(rec["usage"]))
-                bar.update(1)
-                bar.set_postfix(failed=counts["failed"], calls=cost.llm_calls,
-                                tokens=cost.prompt_tokens + cost.completion_tokens, refresh=False)
+        with cancellable(stop):
+            take()
+            while pending:
+                wait(pending, return_when=FIRST_COMPLETED)
+                for fut, ex in finished():
+                    write(fut, ex)
+                take()
+    except KeyboardInterrupt as exc:
+        stop.set()
+        for fut, ex in finished():  # answers that finished meanwhile are kept too
+            try:
+                write(fut, ex)
+            except Exception:  # noqa: S112 - a record that cannot be written now is answered next time
+                continue
+        raise RunInterrupted(results_path.parent, counts["done"], len(pending)) from exc
+    except jsonl.AppendError as exc:
+        stop.set()
+        raise RunWriteError(_cannot_write(results_path, exc, f"the run stopped; the {counts['done']} questions "
+                                          "recorded before stay intact: free space and run the same command again "
+                                          "to resume")) from exc
+    except BaseException:
+        stop.set()
+        raise
     finally:
+        # Stopped: the questions not started are dropped, those in flight end at their next call.
+        pool.shutdown(wait=not stop.is_set(), cancel_futures=True)
         writer.close()
         bar.close()
+    return wanted
 
 
 @contextmanager
@@ -249,7 +424,11 @@ def _run_lock(run_dir: Path) -> Iterator[None]:
     except ImportError:  # pragma: no cover - no flock (Windows): unguarded
         yield
         return
-    with open(run_dir / ".lock", "a") as f:
+    try:
+        f = open(run_dir / ".lock", "a")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise RunDirectoryError(f"cannot create the lock file {run_dir / '.lock'}: {_oserror(exc)}") from exc
+    with f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -269,13 +448,15 @@ def _canonical(value: Any) -> Any:
 def check_config(run_dir: str | Path, config: dict[str, Any]) -> None:
     """Raise ``RunConfigMismatch`` / ``RunConfigDamaged`` if ``run_dir`` holds a run that
     ``evaluate`` with ``config`` would refuse to continue (nothing is written): lets a caller
-    find out before loading a model."""
+    find out before loading a model. ``RunDirectoryError`` when a run file is a directory."""
+    if Path(run_dir).is_dir():
+        _prepare(Path(run_dir))
     _check_config(Path(run_dir) / "config.json", config, write=False)
 
 
 def _check_config(path: Path, config: dict[str, Any], write: bool) -> None:
     """Compare ``config`` with the recorded one; record it (atomically) if there is none yet."""
-    if not path.is_file():
+    if not path.exists():
         if write:
             write_atomic(path, json.dumps(config, indent=1, default=str))
         return
@@ -291,9 +472,11 @@ def _check_config(path: Path, config: dict[str, Any], write: bool) -> None:
 def _read_config(path: Path) -> dict[str, Any]:
     """The recorded configuration; ``RunConfigDamaged`` if it is not a readable JSON object."""
     try:
-        old = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        old = jsonl.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
         problem = "it is empty" if not path.stat().st_size else f"it is not valid JSON ({exc})"
+    except OSError as exc:
+        problem = f"it cannot be read ({_oserror(exc)})"
     else:
         if isinstance(old, dict):
             return old
@@ -304,42 +487,52 @@ def _read_config(path: Path) -> dict[str, Any]:
     )
 
 
-def parse_rates(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+def parse_rates(records: Iterable[dict[str, Any]]) -> dict[str, float]:
     """``parse_rate`` (the share of structured outputs read as asked: ``direct``) and
     ``parse_fallback_rate`` (read by a forgiving rule), pooled over every structured output of
     the records (``hopqa.trace``'s parse records; a line without ``parse`` is counted from its
     trace); empty when no output was structured (a method without structured steps)."""
     totals = dict.fromkeys(PARSE_STATUSES, 0)
     for r in records:
-        counts = r.get("parse") or parse_counts(r.get("trace"))
-        for key in totals:
-            totals[key] += int(counts.get(key, 0))
+        _add_parse(totals, r)
+    return _parse_rates(totals)
+
+
+def _add_parse(totals: dict[str, int], record: dict[str, Any]) -> None:
+    counts = record.get("parse") or parse_counts(record.get("trace"))
+    for key in totals:
+        totals[key] += int(counts.get(key, 0))
+
+
+def _parse_rates(totals: dict[str, int]) -> dict[str, float]:
     n = sum(totals.values())
     if not n:
         return {}
     return {"parse_rate": totals[PARSE_DIRECT] / n, "parse_fallback_rate": totals[PARSE_FALLBACK] / n}
 
 
-def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:
-    """Mean of every metric over all records (failed ones score 0 on answer metrics), and cost."""
-    n = len(records)
+#: Metrics a failed question scores 0 on (the others are averaged over the questions that have them).
+ANSWER_METRICS = frozenset({"em", "f1", "precision", "recall", "label_acc", "acc"})
+
+
+def summarize(records: Iterable[dict[str, Any]], path: Path) -> RunSummary:
+    """Mean of every metric over all records (failed ones score 0 on answer metrics), and cost;
+    one pass, one record at a time (``records`` may be a stream)."""
+    n = failed = 0
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
-    answer_metrics = {"em", "f1", "precision", "recall", "label_acc", "acc"}
-    present = {k for r in records for k in (r.get("metrics") or {})}
-    for r in records:
-        m = r.get("metrics") or {}
-        for key in present:
-            if key in m:
-                sums[key] = sums.get(key, 0.0) + float(m[key])
-                counts[key] = counts.get(key, 0) + 1
-            elif key in answer_metrics:
-                counts[key] = counts.get(key, 0) + 1
-    metrics = {k: sums.get(k, 0.0) / counts[k] for k in sorted(counts)}
-    metrics.update(parse_rates(records))
+    parsed = dict.fromkeys(PARSE_STATUSES, 0)
     usage = Usage()
     for r in records:
+        n += 1
+        failed += r.get("status") == "failed"
+        for key, value in (r.get("metrics") or {}).items():
+            sums[key] = sums.get(key, 0.0) + float(value)
+            counts[key] = counts.get(key, 0) + 1
+        _add_parse(parsed, r)
         usage.add(Usage.from_dict(r.get("usage") or {}))
+    metrics = {k: sums[k] / (n if k in ANSWER_METRICS else counts[k]) for k in sorted(counts)}
+    metrics.update(_parse_rates(parsed))
     per = max(1, n)
     cost = {
         "llm_calls_per_q": usage.llm_calls / per,
@@ -355,5 +548,4 @@ def summarize(records: Sequence[dict[str, Any]], path: Path) -> RunSummary:
     if "docs_reviewed" in metrics and cost["llm_calls_per_q"]:
         # Tree of Reviews' "Rate" (Table 5): distinct paragraphs reviewed per LLM call, of the means
         metrics["docs_per_call"] = metrics["docs_reviewed"] / cost["llm_calls_per_q"]
-    failed = sum(r.get("status") == "failed" for r in records)
     return RunSummary(n=n, done=n, failed=failed, metrics=metrics, cost=cost, path=path)

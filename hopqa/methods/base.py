@@ -45,7 +45,7 @@ from hopqa.config import MAX_QUESTION_CHARS
 from hopqa.llm.base import LLMBase
 from hopqa.options import OptionError, check_value, convert, declared_range
 from hopqa.retrieval.base import Retriever
-from hopqa.runtime import TracedRetriever, accounting, traced_llm, traced_retriever
+from hopqa.runtime import Cancelled, TracedRetriever, accounting, traced_llm, traced_retriever
 from hopqa.trace import Trace
 from hopqa.types import Answer, Demo, Passage, Usage
 
@@ -186,13 +186,17 @@ class Method:
         usage = Usage()
         trace = Trace(question=question, method=self.name, config=asdict(self.config))
         t0 = time.perf_counter()
-        text, passages, error = "", [], None
+        text, passages, error, cancelled = "", [], None, False
         figures: dict[str, float] = {}
         try:
             question = self.validate(question)
             with accounting(usage), trace.activate():
                 result = self.run(question)
             text, passages, figures = result.answer, result.passages, dict(result.metrics)
+        except Cancelled as exc:  # stopped from outside (hopqa.runtime.cancellable): not an answer
+            cancelled, error = True, f"cancelled: {exc}"
+            if trace.root.error is None:
+                trace.root.error = error
         except Exception as exc:  # recorded, never lost: see the module docstring
             error = f"{type(exc).__name__}: {exc}"
             if trace.root.error is None:
@@ -200,7 +204,7 @@ class Method:
         usage.seconds = time.perf_counter() - t0
         trace.root.output(answer=text, error=error)
         return Answer(question=question, answer=text, method=self.name, passages=passages, trace=trace,
-                      usage=usage, error=error, metrics=figures)
+                      usage=usage, error=error, metrics=figures, cancelled=cancelled)
 
     def answer_or_raise(self, question: str) -> Answer:
         """Like ``answer`` but raises ``RuntimeError`` when the method failed."""

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from hopqa import jsonl
 from hopqa.llm.base import STRUCTURED, LLMBase
 from hopqa.trace import PARSE_DIRECT, PARSE_FAILED, PARSE_FALLBACK, Step, current_step
 
@@ -100,17 +101,16 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, bool]:
     start = text.find("{")
     if start < 0:
         return None, False
-    decoder = json.JSONDecoder()
     try:
-        obj, _ = decoder.raw_decode(text, start)
+        obj, _ = jsonl.raw_decode(text, start)
         return (obj, False) if isinstance(obj, dict) else (None, False)
-    except ValueError:  # JSONDecodeError, or a number too long for int()
+    except ValueError:  # JSONDecodeError (nested too deeply too), or a number too long for int()
         pass
     closed = _close_truncated(text[start:])
     if closed is None:
         return None, False
     try:
-        obj = json.loads(closed)
+        obj = jsonl.loads(closed)
     except ValueError:
         return None, False
     return (obj, True) if isinstance(obj, dict) else (None, False)

@@ -68,6 +68,7 @@ from hopqa.retrieval.base import RetrieverBase
 from hopqa.retrieval.store import (
     CHECKSUM_MAX_BYTES,
     PASSAGE_FILES,
+    FileWatch,
     IndexDamagedError,
     RetrievalIndexError,
     StoredPassages,
@@ -156,6 +157,7 @@ class BM25Retriever(StoredPassages, RetrieverBase):
         self._passages = passages
         self.meta = meta
         self._source = source  # directory this index was loaded from, if any
+        self._watch: FileWatch | None = None  # its memory-mapped files (store.FileWatch)
 
     @property
     def backend(self) -> str:
@@ -242,7 +244,10 @@ class BM25Retriever(StoredPassages, RetrieverBase):
             raise IndexDamagedError(d, f"unreadable: {type(exc).__name__}: {exc}", corpus) from exc
         if not consistent:
             raise IndexDamagedError(d, "its files disagree on the passages (count or size)", corpus)
-        return cls(model, passages, {**meta, "backend": chosen}, source=d.resolve())
+        retriever = cls(model, passages, {**meta, "backend": chosen}, source=d.resolve())
+        if mmap:  # the score matrix is read through memory maps: a file rewritten in place is caught
+            retriever._watch = FileWatch(d, [p.name for p in _bm25s_files(d)])
+        return retriever
 
     # -- search ----------------------------------------------------------------------------
     def search(self, query: str, k: int = 5) -> list[Passage]:
@@ -259,6 +264,8 @@ class BM25Retriever(StoredPassages, RetrieverBase):
         k = min(k, self.size)
         if k <= 0:
             return results
+        if self._watch is not None:
+            self._watch.check()
         vocab = self._model.vocab_dict
         toks = [[t for t in tokenize(q) if t in vocab] if q else [] for q in queries]
         live = [i for i, t in enumerate(toks) if t]

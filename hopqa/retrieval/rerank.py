@@ -56,7 +56,6 @@ is the LLM judge.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -66,6 +65,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from hopqa import jsonl
 from hopqa.llm.base import STRUCTURED, GenerationRequest, LLMBase
 from hopqa.retrieval.base import Retriever, RetrieverBase
 from hopqa.retrieval.bm25 import tokenize
@@ -226,7 +226,7 @@ def parse_relevance(reply: str) -> float | None:
     start = text.find("{")
     if start >= 0:
         try:
-            obj, _ = json.JSONDecoder().raw_decode(text, start)
+            obj, _ = jsonl.raw_decode(text, start)
         except ValueError:
             obj = None
         if isinstance(obj, dict):

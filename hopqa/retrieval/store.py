@@ -10,7 +10,16 @@ the damage check.
   and sha256 of every other file (``files``);
 - ``verify_files``: a file missing, truncated or changed since it was written is an
   ``IndexDamagedError`` naming the file and the command that rebuilds the index (the size is
-  always checked, the sha256 of files up to ``CHECKSUM_MAX_BYTES``).
+  always checked, the sha256 of files up to ``CHECKSUM_MAX_BYTES``);
+- ``FileWatch``: the files an index reads through memory maps, as they were when it was
+  loaded. A file rewritten in place while in use (``cp`` over it) would crash the process with
+  SIGBUS at the next read of a mapped page that is gone, which Python cannot catch; a search
+  first compares each file's size and modification time with the loaded ones (a ``stat``, a few
+  microseconds) and raises ``IndexChangedError`` instead. A file *replaced* (a new file renamed
+  over it, as ``hopqa index`` does) is a new inode: the old mapping stays valid and the search
+  goes on with the index it loaded. The check narrows the window, it cannot close it: a copy
+  that starts between the check and the read still crashes. Replace indexes with
+  ``hopqa index``.
 """
 
 from __future__ import annotations
@@ -48,6 +57,36 @@ class IndexDamagedError(RetrievalIndexError):
         self.directory, self.detail = directory, detail
         super().__init__(f"index at {directory} is damaged ({detail}): rebuild it with: "
                          f"{rebuild_command(directory, corpus, kind)}")
+
+
+class IndexChangedError(RetrievalIndexError):
+    """A file of an index in use was rewritten in place (``FileWatch``)."""
+
+
+class FileWatch:
+    """The (inode, size, modification time) of files when an index loaded them (module docstring)."""
+
+    def __init__(self, directory: Path, names: Iterable[str]) -> None:
+        self.directory = directory
+        self._seen = {name: _signature(directory / name) for name in names}
+
+    def check(self) -> None:
+        """``IndexChangedError`` if a watched file was rewritten in place since the load."""
+        for name, (inode, size, mtime) in self._seen.items():
+            now = _signature(self.directory / name)
+            if now[0] == inode and now[1:] != (size, mtime):
+                raise IndexChangedError(
+                    f"the index at {self.directory} was changed on disk while in use ({name} was rewritten in "
+                    "place): replace an index with hopqa index, which writes new files and renames them; run "
+                    "again to use the new index (hopqa eval --retry-failed re-runs the questions it failed)")
+
+
+def _signature(path: Path) -> tuple[int, int, int]:
+    try:
+        st = path.stat()
+    except OSError:  # gone: replaced or removed, the mapping of the old file stays valid
+        return (-1, -1, -1)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class CorpusMismatchError(RetrievalIndexError):
@@ -184,6 +223,7 @@ class LinePassages(Sequence[Passage]):
         with open(path, "rb") as f:
             self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self._offsets = offsets  # n + 1 entries: line starts plus the file size
+        self._watch = FileWatch(path.parent, [path.name, "passages.offsets.npy"])
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -195,6 +235,7 @@ class LinePassages(Sequence[Passage]):
             row += len(self)
         if not 0 <= row < len(self):
             raise IndexError(row)
+        self._watch.check()
         line = self._mm[int(self._offsets[row]) : int(self._offsets[row + 1])]
         return Passage.from_dict(json.loads(line))
 
