@@ -29,12 +29,28 @@ answers of most prompts, 4,096 for ``max_tokens=256``) — a server that ignores
 cannot hand a method a 100 KB reply to parse or to paste into the next prompt. A cut completion
 has ``truncated=True`` and ``finish_reason="length"``, keeps only the tokens / log-probabilities
 that fit, and the trace step open at the time gets a note ``LLM reply truncated``.
+
+Valid text: every completion (its text, tokens and finish reason) and every scored token is
+made valid Unicode in the same place, before it is cut, cached, traced or written: a lone
+surrogate (what ``json.loads`` makes of a server's ``"\\ud800"``, sent for a token that is not
+whole UTF-8) becomes U+FFFD, one character for one so tokens stay aligned with the text, and
+the open trace step gets a note ``LLM reply had invalid Unicode`` with how many were replaced.
+The response cache mends the entries it reads the same way (older versions cached them raw).
+Prompts, stop strings and scored texts are mended the same way before a backend sees them (it
+must send or tokenize them as UTF-8), and ``request_key`` hashes any text.
+
+Numbers from backends: token counts that are not whole numbers >= 0 count as 0
+(``token_count``: usage is bookkeeping, the reply is kept); log-probabilities that are not
+numbers make the reply malformed (``logprob_values`` raises ``MalformedValue``; the
+OpenAI-compatible backend retries such a reply, the embedded one raises ``LLMError``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -276,6 +292,7 @@ class LLMBase:
             self.require(LOGPROBS)
         if request.schema is not None:
             self.require(STRUCTURED)
+        request = _valid_request(request)
         if request.n == 1 or self.supports(NATIVE_N):
             with self._slots:
                 gen = self._complete(request)
@@ -289,7 +306,8 @@ class LLMBase:
         """Log-probability of ``continuation`` given ``context`` (teacher forcing)."""
         self.require(LOGLIKELIHOOD)
         with self._slots:
-            return self._loglikelihood(context, continuation)
+            ll = self._loglikelihood(mend_text(context)[0], mend_text(continuation)[0])
+        return mend_loglikelihood(ll, self.name)
 
     def map(self, requests: Sequence[GenerationRequest], workers: int | None = None) -> list[Generation]:
         """Run independent requests concurrently (bounded by ``max_concurrency``), in order."""
@@ -364,9 +382,126 @@ def cap_completion(completion: Completion, limit: int) -> Completion:
                    logprobs=logprobs, truncated=True)
 
 
+#: A UTF-16 surrogate code point: never valid alone in text (it cannot be encoded as UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mend_text(text: str) -> tuple[str, int]:
+    """``text`` with each lone surrogate replaced by U+FFFD (one character for one), and how
+    many were; ``text`` itself when it has none."""
+    if not _SURROGATE.search(text):
+        return text, 0
+    return _SURROGATE.subn("\ufffd", text)
+
+
+def _valid_request(request: GenerationRequest) -> GenerationRequest:
+    """``request`` with its prompt or messages and stop strings made valid Unicode (a backend
+    must send or tokenize them as UTF-8); itself when they are."""
+    texts = [request.prompt or "", *(c for m in request.messages or () for c in m), *request.stop]
+    if not any(_SURROGATE.search(t) for t in texts):
+        return request
+
+    def fix(text: str) -> str:
+        return mend_text(text)[0]
+
+    messages = tuple((fix(r), fix(c)) for r, c in request.messages) if request.messages is not None else None
+    return replace(request, prompt=fix(request.prompt) if request.prompt is not None else None, messages=messages,
+                   stop=tuple(fix(t) for t in request.stop))
+
+
+def _mend_completion(completion: Completion) -> tuple[Completion, int]:
+    """``completion`` made valid Unicode, and how many characters were replaced (those of the
+    text, else those of its tokens)."""
+    text, bad = mend_text(completion.text)
+    tokens = completion.tokens
+    if tokens is not None:
+        fixed = [mend_text(t) for t in tokens]
+        in_tokens = sum(n for _, n in fixed)
+        if in_tokens:
+            tokens, bad = [t for t, _ in fixed], bad or in_tokens
+    reason = completion.finish_reason
+    if isinstance(reason, str):
+        reason, in_reason = mend_text(reason)
+        bad = bad or in_reason
+    if not bad:
+        return completion, 0
+    return replace(completion, text=text, tokens=tokens, finish_reason=reason), bad
+
+
+def mend_generation(gen: Generation) -> Generation:
+    """``gen`` with every completion made valid Unicode (module docstring); a note on the open
+    trace step (if any) says how many characters of which replies were replaced."""
+    mended = [_mend_completion(c) for c in gen.completions]
+    if not any(bad for _, bad in mended):
+        return gen
+    gen.completions = [c for c, _ in mended]
+    _note_invalid(gen.backend, [bad for _, bad in mended])
+    return gen
+
+
+def mend_loglikelihood(ll: LogLikelihood, backend: str) -> LogLikelihood:
+    """``ll`` with its tokens made valid Unicode (as ``mend_generation``)."""
+    if not any(_SURROGATE.search(t) for t in ll.tokens):
+        return ll
+    fixed = [mend_text(t) for t in ll.tokens]
+    ll.tokens = [t for t, _ in fixed]
+    _note_invalid(backend, [sum(bad for _, bad in fixed)])
+    return ll
+
+
+def _note_invalid(backend: str, replaced: list[int]) -> None:
+    step = current_step()
+    if step is not None:
+        step.note("LLM reply had invalid Unicode", backend=backend, replaced=replaced,
+                  detail="lone surrogates replaced by U+FFFD")
+
+
+def token_count(value: Any) -> int:
+    """A token count reported by a backend: ``value`` when it is a whole number >= 0 (an
+    integral float too), else 0 (``None``, text, a list, NaN: usage is bookkeeping, not worth
+    failing a reply for)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        return 0
+    return int(value)
+
+
+class MalformedValue(ValueError):
+    """A value a backend reported is not what it must be: ``what`` says what was wrong,
+    ``detail`` shows the value."""
+
+    def __init__(self, what: str, value: Any) -> None:
+        self.what = what
+        self.detail = _preview(value)
+        super().__init__(f"{what} ({self.detail})")
+
+
+def logprob(value: Any) -> float:
+    """A log-probability reported by a backend as a float; ``MalformedValue`` when it is not a
+    number (``None``, text, ``true``, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise MalformedValue("token log-probabilities that are not numbers", value)
+    return float(value)
+
+
+def logprob_values(values: Any) -> list[float]:
+    """A list of log-probabilities reported by a backend (``logprob`` for each)."""
+    if not isinstance(values, (list, tuple)):
+        raise MalformedValue("token log-probabilities that are not a list", values)
+    return [logprob(v) for v in values]
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    text = mend_text(repr(value))[0]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def cap_generation(gen: Generation, max_tokens: int) -> Generation:
-    """``gen`` with every completion cut to ``reply_cap(max_tokens)`` characters; a note on the
-    open trace step (if any) says which replies were cut and from how long."""
+    """``gen`` made valid Unicode (``mend_generation``) and with every completion cut to
+    ``reply_cap(max_tokens)`` characters; a note on the open trace step (if any) says which
+    replies were cut and from how long."""
+    gen = mend_generation(gen)
     limit = reply_cap(max_tokens)
     long = [len(c.text) for c in gen.completions if len(c.text) > limit]
     if not long:
@@ -394,4 +529,4 @@ def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generat
 def request_key(identity: dict[str, Any], kind: str, payload: dict[str, Any]) -> str:
     """A stable hash of the full request and the model identity (the cache key)."""
     blob = json.dumps({"model": identity, "kind": kind, "request": payload}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate is a key too

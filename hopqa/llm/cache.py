@@ -6,15 +6,28 @@ top_p, max_tokens, stop, logprobs, seed) — see ``hopqa.llm.base.request_key``.
 cached result comes back with ``cached=True``; usage accounting then counts the call as a
 cache hit with zero tokens. Sampling at temperature > 0 is cached too (per seed), which makes
 evaluations reproducible; pass a different ``seed`` or ``--no-cache`` for fresh samples.
-Failed calls are not cached. A hit is cut to the reply cap like a fresh reply
-(``hopqa.llm.base.reply_cap``), so entries written before the cap existed obey it too.
+Failed calls are not cached. A hit is made valid Unicode and cut to the reply cap like a fresh
+reply (``hopqa.llm.base.cap_generation``), so entries written by older versions obey both.
+
+The cache never fails a call: it is a saving, not a store of results. When it cannot be written
+(a full disk, a read-only directory, an I/O error, a lock that never came free), the answer is
+returned all the same, writes stop for the rest of the run, and one warning names the cache
+and the cause: ``the response cache at PATH cannot be written (disk full): answering without
+caching``. An entry that cannot be read (a damaged database or file) counts as a miss, with one
+warning the same way; the fresh answer then replaces it if the cache can be written.
 """
 
 from __future__ import annotations
 
+import errno
+import pickle
+import sqlite3
+import threading
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import diskcache
 
@@ -25,32 +38,101 @@ from hopqa.llm.base import (
     LLMWrapper,
     LogLikelihood,
     cap_generation,
+    mend_loglikelihood,
     request_key,
 )
 
+T = TypeVar("T")
+
+#: What may go wrong in the store underneath (SQLite, the files of large values, the lock).
+STORE_ERRORS = (sqlite3.Error, OSError, diskcache.Timeout)
+#: What reading an entry may raise besides: a damaged pickle, an entry of another shape.
+ENTRY_ERRORS = (pickle.UnpicklingError, EOFError, TypeError, KeyError, ValueError, AttributeError)
+
+
+def store_problem(exc: BaseException) -> str:
+    """A few words on why the store failed: ``disk full``, ``read-only``, ... or the error."""
+    text = str(exc).lower()
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT) or "full" in text:
+        return "disk full"
+    if code == errno.EROFS or "readonly" in text or "read-only" in text:
+        return "read-only"
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if isinstance(exc, diskcache.Timeout):
+        return "the database stayed locked"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
 
 class ResponseCache:
-    """A directory of cached responses (thread- and process-safe)."""
+    """A directory of cached responses (thread- and process-safe) that never fails a call (see
+    the module docstring): ``get`` answers None and ``set`` does nothing when the store fails."""
 
     def __init__(self, directory: str | Path, size_limit_gb: float = 4.0) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._db = diskcache.Cache(str(self.directory), size_limit=int(size_limit_gb * 2**30), timeout=60)
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        #: Writes stopped after a failure (module docstring).
+        self.writable = True
+        self._db: diskcache.Cache | None = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = diskcache.Cache(str(self.directory), size_limit=int(size_limit_gb * 2**30), timeout=60)
+        except STORE_ERRORS as exc:  # a cache that cannot even be opened: answer without one
+            self.writable = False
+            self._warn("opened", exc, "answering without caching")
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return self._db.get(key)
+        """The entry under ``key``, or None (also when it cannot be read: one warning)."""
+        if self._db is None:
+            return None
+        try:
+            return self._db.get(key)
+        except (*STORE_ERRORS, *ENTRY_ERRORS) as exc:
+            self._warn("read", exc, "answering without it")
+            return None
 
     def set(self, key: str, value: dict[str, Any]) -> None:
-        self._db.set(key, value)
+        """Store ``value`` under ``key`` unless writes stopped; a failure stops them (one warning)."""
+        if not self.writable or self._db is None:
+            return
+        try:
+            self._db.set(key, value)
+        except STORE_ERRORS as exc:
+            self.writable = False
+            self._warn("written", exc, "answering without caching")
+
+    def load(self, key: str, make: Callable[[dict[str, Any]], T]) -> T | None:
+        """``make(entry)`` of the entry under ``key``, or None when there is none or it cannot be
+        read or made (an entry of another shape: one warning, as for ``get``)."""
+        entry = self.get(key)
+        if entry is None:
+            return None
+        try:
+            return make(entry)
+        except ENTRY_ERRORS as exc:
+            self._warn("read", exc, "answering without it")
+            return None
+
+    def _warn(self, what: str, exc: BaseException, outcome: str) -> None:
+        with self._lock:
+            if what in self._warned:
+                return
+            self._warned.add(what)
+        warnings.warn(f"the response cache at {self.directory} cannot be {what} ({store_problem(exc)}): {outcome}",
+                      UserWarning, stacklevel=4)
 
     def __len__(self) -> int:
-        return len(self._db)
+        return len(self._db) if self._db is not None else 0
 
     def clear(self) -> None:
-        self._db.clear()
+        if self._db is not None:
+            self._db.clear()
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
 
 class CachedLLM(LLMWrapper):
@@ -63,9 +145,8 @@ class CachedLLM(LLMWrapper):
     def complete(self, request: GenerationRequest) -> Generation:
         key = request_key(self.inner.identity(), "generate", request.key_dict())
         t0 = time.perf_counter()
-        hit = self.cache.get(key)
-        if hit is not None:
-            gen = Generation.from_dict(hit)
+        gen = self.cache.load(key, Generation.from_dict)
+        if gen is not None:
             gen.cached = True
             gen.seconds = time.perf_counter() - t0
             return cap_generation(gen, request.max_tokens)
@@ -76,11 +157,10 @@ class CachedLLM(LLMWrapper):
     def loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
         self.require("loglikelihood")
         key = request_key(self.inner.identity(), "loglikelihood", {"context": context, "continuation": continuation})
-        hit = self.cache.get(key)
-        if hit is not None:
-            ll = LogLikelihood.from_dict(hit)
+        ll = self.cache.load(key, LogLikelihood.from_dict)
+        if ll is not None:
             ll.cached = True
-            return ll
+            return mend_loglikelihood(ll, self.name)
         ll = self.inner.loglikelihood(context, continuation)
         self.cache.set(key, ll.to_dict())
         return ll

@@ -68,6 +68,9 @@ from hopqa.llm.base import (
     LLMBase,
     LLMError,
     LogLikelihood,
+    MalformedValue,
+    logprob_values,
+    token_count,
 )
 
 QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -276,15 +279,24 @@ class LlamaCppLLM(LLMBase):
                 raise LLMError(f"{self.name}: {exc} (n_ctx={self.config.n_ctx}); shorten the prompt "
                                "or raise n_ctx") from exc
         choice = out["choices"][0]
-        text, tokens, logprobs = self._read_choice(choice, chat=self.config.chat, stops=request.stop)
+        try:
+            text, tokens, logprobs = self._read_choice(choice, chat=self.config.chat, stops=request.stop)
+        except MalformedValue as exc:  # the model's own numbers: a retry would give the same
+            raise self._malformed(exc) from None
         usage = out.get("usage") or {}
         return Generation(
             completions=[Completion(text=text, finish_reason=choice.get("finish_reason"), tokens=tokens, logprobs=logprobs)],
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
+            prompt_tokens=token_count(usage.get("prompt_tokens")),
+            completion_tokens=token_count(usage.get("completion_tokens")),
             seconds=time.perf_counter() - t0,
             backend=self.name,
         )
+
+    def _malformed(self, exc: MalformedValue) -> LLMError:
+        """The error for numbers of the model's that are not numbers (never retried: the same
+        model gives the same again)."""
+        return LLMError(f"{self.name}: the model returned {exc}; the model file or llama-cpp-python is at fault: "
+                        "try another model")
 
     @staticmethod
     def _read_choice(choice: dict[str, Any], chat: bool, stops: tuple[str, ...]) -> tuple[str, list[str] | None, list[float] | None]:
@@ -294,15 +306,15 @@ class LlamaCppLLM(LLMBase):
             if not lp:
                 return text, None, None
             content = lp.get("content") or []
-            tokens = [c["token"] for c in content]
-            values = [float(c["logprob"]) for c in content]
+            tokens = [str(c.get("token") or "") for c in content]
+            values = logprob_values([c.get("logprob") for c in content])
         else:
             text = choice.get("text") or ""
             lp = choice.get("logprobs") or None
             if not lp:
                 return text, None, None
-            tokens = list(lp.get("tokens") or [])
-            values = [float(x) for x in lp.get("token_logprobs") or []]
+            tokens = [str(t) for t in lp.get("tokens") or []]
+            values = logprob_values(list(lp.get("token_logprobs") or []))
         # llama.cpp keeps the matched stop token in the logprobs: drop trailing stop pieces.
         while tokens and stops and any(tokens[-1] and tokens[-1].strip() and tokens[-1].strip() in s for s in stops) \
                 and "".join(tokens).strip() != text.strip():
@@ -323,7 +335,10 @@ class LlamaCppLLM(LLMBase):
                 raise LLMError(f"{self.name}: context + continuation is {len(ctx_tokens) + len(cont_tokens)} "
                                f"tokens, more than n_ctx={self.config.n_ctx}")
             all_tokens = ctx_tokens + cont_tokens
-            values = self._score_tokens(all_tokens, len(ctx_tokens))
+            try:
+                values = logprob_values(self._score_tokens(all_tokens, len(ctx_tokens)))
+            except MalformedValue as exc:
+                raise self._malformed(exc) from None
             pieces = [llm.detokenize([t]).decode("utf-8", errors="replace") for t in cont_tokens]
         return LogLikelihood(
             token_logprobs=values, tokens=pieces, prompt_tokens=len(all_tokens), seconds=time.perf_counter() - t0
