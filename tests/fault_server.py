@@ -23,7 +23,20 @@ Faults (``FAULT_KINDS``), chosen per request:
 - ``garbage`` — HTTP 200, a ``text/html`` body that is not JSON (a proxy's error page);
 - ``nonsense`` — HTTP 200, a valid completion whose text is random junk;
 - ``long`` — a healthy answer followed by filler up to ``long_chars`` characters, ignoring
-  ``max_tokens``.
+  ``max_tokens``;
+- ``null_message`` — HTTP 200, a completion whose choice has ``"message": null`` (or, on
+  ``/completions``, ``"text": null``);
+- ``bad_usage`` — a healthy answer whose ``usage`` counts are not numbers (``"n/a"``, a list);
+- ``bad_logprobs`` — a healthy answer whose token log-probabilities are not numbers (sent
+  whether asked for or not);
+- ``lone_surrogate`` — a healthy answer followed by the JSON escape ``\\ud800`` (a lone
+  surrogate: what some servers send for a token that is not whole UTF-8), in the text and its
+  last token;
+- ``trickle`` — a healthy reply whose body is sent one byte every ``trickle_seconds`` (each read
+  of the client gets data, so only a total deadline stops it);
+- ``huge`` — HTTP 200, a valid completion of ``huge_bytes`` bytes (50 MB by default) sent in
+  64 KB chunks without a Content-Length; ``bytes_sent`` counts what was written before the
+  client hung up.
 
 ``script`` is a list of kinds (or ``"ok"``) served to the first requests in arrival order. After
 it, ``faults`` (kind -> probability, the rest healthy) decide: the draw for a request is seeded
@@ -53,10 +66,13 @@ from typing import Any
 import pytest
 
 FAULT_KINDS = ("http500", "http429", "hang", "malformed_json", "empty_choices", "garbage", "nonsense", "long",
-               "http400")
+               "http400", "null_message", "bad_usage", "bad_logprobs", "lone_surrogate", "trickle", "huge")
 #: The kinds of the mixed-fault drills: every kind a real server shows now and then (not
-#: ``http400``, a refusal of the request itself, which is never retried).
-MIXED = FAULT_KINDS[:-1]
+#: ``http400``, a refusal of the request itself, which is never retried, nor the edge cases
+#: after it, which have tests of their own).
+MIXED = FAULT_KINDS[:8]
+#: The kinds whose reply still answers a request without log-probabilities.
+ANSWERED = ("nonsense", "long", "bad_usage", "bad_logprobs", "lone_surrogate")
 
 
 def tokenize(text: str) -> list[str]:
@@ -95,6 +111,8 @@ class FaultServer:
         gate: threading.Barrier | None = None,
         reply: Callable[[str], str] = answer_for,
         response_formats: Collection[str] | None = None,
+        trickle_seconds: float = 0.2,
+        huge_bytes: int = 50_000_000,
     ) -> None:
         faults = dict(faults or {})
         unknown = set(faults) - set(FAULT_KINDS)
@@ -114,6 +132,10 @@ class FaultServer:
         self.reply = reply
         #: The ``response_format`` types this server takes (None: any); others get HTTP 400.
         self.response_formats = response_formats
+        self.trickle_seconds = trickle_seconds
+        self.huge_bytes = huge_bytes
+        #: Bytes of ``huge`` bodies written so far (what the clients did not refuse in time).
+        self.bytes_sent = 0
         self.requests: list[dict[str, Any]] = []
         self.served: Counter[str] = Counter()
         self.in_flight = 0
@@ -203,8 +225,8 @@ def _usage(prompt: str, texts: list[str]) -> dict[str, int]:
 
 
 def _chat_logprobs(text: str) -> dict[str, Any]:
-    return {"content": [{"token": t, "logprob": token_logprob(i), "bytes": list(t.encode()), "top_logprobs": []}
-                        for i, t in enumerate(tokenize(text))]}
+    return {"content": [{"token": t, "logprob": token_logprob(i), "bytes": list(t.encode("utf-8", "surrogatepass")),
+                         "top_logprobs": []} for i, t in enumerate(tokenize(text))]}
 
 
 def chat_completion(prompt: str, texts: list[str], logprobs: bool, model: str = "fake") -> dict[str, Any]:
@@ -237,6 +259,23 @@ def text_completion(prompt: str, texts: list[str], logprobs: int | None, echo: b
                         "logprobs": _legacy_logprobs(prompt, t, echo) if logprobs is not None else None})
     return {"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": model,
             "choices": choices, "usage": _usage(prompt, texts)}
+
+
+def _spoil(reply: dict[str, Any], kind: str) -> None:
+    """Make a healthy ``reply`` (chat or text completion) into the fault ``kind``, in place."""
+    if kind == "null_message":
+        for choice in reply["choices"]:
+            choice["message" if "message" in choice else "text"] = None
+    elif kind == "bad_usage":
+        reply["usage"] = {"prompt_tokens": "n/a", "completion_tokens": [3], "total_tokens": None}
+    elif kind == "bad_logprobs":
+        for choice in reply["choices"]:
+            lp = choice["logprobs"]
+            if "content" in lp:
+                for i, entry in enumerate(lp["content"]):
+                    entry["logprob"] = "abc" if i == 0 else None
+            else:
+                lp["token_logprobs"] = ["abc" for _ in lp["token_logprobs"]]
 
 
 def _prompt_of(path: str, body: dict[str, Any]) -> str:
@@ -317,6 +356,9 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b"<html><body><h1>502 Bad Gateway</h1>\x00\xff\xfe garbage</body></html>",
                            content_type="text/html")
                 return
+            if kind == "huge":
+                self._huge()
+                return
             if kind == "ok":
                 if server.gate is not None:
                     try:
@@ -336,12 +378,58 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             elif kind == "long":
                 filler = " lorem ipsum dolor sit amet"
                 text = (text + filler * (server.long_chars // len(filler) + 1))[: server.long_chars]
+            elif kind == "lone_surrogate":
+                text += "\ud800"
             if path.endswith("/chat/completions"):
-                self._json(200, chat_completion(prompt, [text] * n, bool(body.get("logprobs"))))
+                reply = chat_completion(prompt, [text] * n, bool(body.get("logprobs")) or kind == "bad_logprobs")
             else:
                 echo = bool(body.get("echo"))
                 generated = "" if body.get("max_tokens") == 0 else text
-                self._json(200, text_completion(prompt, [generated] * n, body.get("logprobs"), echo))
+                logprobs = body.get("logprobs") if kind != "bad_logprobs" else 1
+                reply = text_completion(prompt, [generated] * n, logprobs, echo)
+            _spoil(reply, kind)
+            if kind == "trickle":
+                self._trickle(json.dumps(reply).encode())
+            else:
+                self._json(200, reply)
+
+        def _trickle(self, payload: bytes) -> None:
+            """``payload`` one byte every ``trickle_seconds`` (until the client hangs up)."""
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    server.wait(server.trickle_seconds)
+                    if server._stop.is_set():
+                        return
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _huge(self) -> None:
+            """A valid completion of ``huge_bytes`` bytes in 64 KB chunks, no Content-Length."""
+            head = (b'{"id": "x", "object": "chat.completion", "created": 0, "model": "fake", '
+                    b'"choices": [{"index": 0, "message": {"role": "assistant", "content": "')
+            tail = b'"}, "finish_reason": "stop", "logprobs": null}]}'
+            chunk = b"a" * 65536
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(head)
+                left = server.huge_bytes - len(head) - len(tail)
+                while left > 0 and not server._stop.is_set():
+                    part = chunk[:left]
+                    self.wfile.write(part)
+                    with server._lock:
+                        server.bytes_sent += len(part)
+                    left -= len(part)
+                self.wfile.write(tail)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
     return Handler
 

@@ -4,10 +4,13 @@ Spec on the command line: ``openai:MODEL@http://host:port/v1`` (``openai:MODEL``
 api.openai.com), optionally followed by ``?key=value&...`` options:
 
 - ``concurrency=8`` — requests in flight at once from this process (default 8);
-- ``timeout=120`` — seconds per request; ``retries=4`` — attempts after the first on
-  connection errors, timeouts, HTTP 408, 409, 429 and 5xx, malformed or undecodable JSON and
-  replies without choices, with exponential backoff from ``backoff=1``; after the last attempt
-  an ``LLMError`` names the endpoint (credentials redacted), what went wrong and what to do;
+- ``timeout=120`` — seconds per request, all of it: connecting, sending, waiting for the reply
+  and reading it (a server that trickles its body is cut off at the deadline, see "Bounded
+  requests" below); ``retries=4`` — attempts after the first on connection errors, timeouts,
+  HTTP 408, 409, 429 and 5xx, malformed or undecodable JSON and unusable replies (no choices,
+  a choice without a message, log-probabilities that are not numbers, a body too large to
+  read), with exponential backoff from ``backoff=1``; after the last attempt an ``LLMError``
+  names the endpoint (credentials redacted), what went wrong and what to do;
 - ``n=native|split`` — whether the server returns ``n`` samples in one call (default
   ``native``; if it returns fewer, the rest are fetched with single calls);
 - ``logprobs=1|0`` — the server returns token log-probabilities on chat completions
@@ -28,6 +31,23 @@ api.openai.com), optionally followed by ``?key=value&...`` options:
 A malformed spec or option (``timeout=abc``, ``retries=-1``, ``retires=3``) is an
 ``LLMSpecError`` (a ``ValueError``) naming the bad part and the accepted form.
 
+Bounded requests: each HTTP request (each attempt) has a deadline ``timeout`` seconds after it
+starts. Connecting, sending and waiting for the reply's headers are each given at most the time
+left; the body is read until the deadline, when a watchdog shuts the connection's socket (a
+server sending one byte a second gets nowhere), and the request counts as a timeout. The body
+is read up to ``body_limit`` bytes (``max(4 MiB, n * reply_cap(max_tokens) * 64)``: far more
+than any reply hopqa would keep, log-probabilities included) and no further: a larger reply (a
+declared Content-Length too) is refused unread, as a malformed reply, instead of being held in
+memory whole. Replies are asked for uncompressed (``Accept-Encoding: identity``) so that the
+bytes counted are the bytes parsed. The one gap: a server that trickles the reply's *headers*
+is bounded per read, not in total.
+
+What a reply holds is checked before it is used or cached: a choice whose ``message`` is
+missing or null, or whose content is not text, is malformed (retried, never an empty answer);
+token log-probabilities (read only when asked for) that are not numbers are malformed;
+``usage`` counts that are not whole numbers count as 0 and the reply is kept
+(``hopqa.llm.base.token_count``). Text with lone surrogates is mended by ``LLMBase``.
+
 The API key comes from ``OPENAI_API_KEY`` (read by the CLI, passed in here), is never logged,
 and is not part of the cache key. Servers that need no key get the placeholder ``EMPTY``.
 Credentials in the URL (``http://user:password@host/v1``) are redacted from the backend's name,
@@ -37,12 +57,16 @@ print the URL is chained under its errors.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
+import socket
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import unquote_plus
@@ -61,6 +85,12 @@ from hopqa.llm.base import (
     LLMError,
     LLMSpecError,
     LogLikelihood,
+    MalformedValue,
+    logprob,
+    logprob_values,
+    mend_text,
+    reply_cap,
+    token_count,
 )
 from hopqa.options import OptionError, check_value, convert, unknown_option
 
@@ -156,13 +186,155 @@ def _option_value(key: str, text: str) -> tuple[str, Any]:
 
 
 class _BadReply(Exception):
-    """An HTTP 200 response hopqa cannot use (no choices, not a completion); retried like a
-    transient error."""
+    """An HTTP 200 response hopqa cannot use (no choices, not a completion, too large); retried
+    like a transient error. ``hint`` replaces the usual advice of the final error."""
 
-    def __init__(self, what: str, detail: str = "") -> None:
+    def __init__(self, what: str, detail: str = "", hint: str = "") -> None:
         super().__init__(f"{what}{': ' + detail if detail else ''}")
         self.what = what
         self.detail = detail
+        self.hint = hint
+
+
+# -- bounded requests (module docstring) ----------------------------------------------------------
+#: Bytes of a response body always accepted, however small ``max_tokens`` is.
+MIN_BODY_BYTES = 4 * 2**20
+#: Bytes of a response body accepted per character of ``reply_cap`` (JSON escapes and per-token
+#: log-probabilities take far less).
+BODY_BYTES_PER_CHAR = 64
+
+
+def body_limit(n: int, max_tokens: int) -> int:
+    """The most bytes of a response body read for ``n`` completions of ``max_tokens``."""
+    return max(MIN_BODY_BYTES, max(1, n) * reply_cap(max_tokens) * BODY_BYTES_PER_CHAR)
+
+
+class _Bound:
+    """The deadline (``time.monotonic``) and byte limit of the request being made."""
+
+    def __init__(self, seconds: float, max_bytes: int) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.max_bytes = max_bytes
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+#: The bound of the request the current thread is making (the SDK's client is synchronous: the
+#: hooks and the body reader run in the thread that called it).
+_bound = threading.local()
+
+
+@contextmanager
+def _bounded(seconds: float, max_bytes: int) -> Iterator[None]:
+    _bound.value = _Bound(seconds, max_bytes)
+    try:
+        yield
+    finally:
+        _bound.value = None
+
+
+def _too_large(limit: int, how: str) -> _BadReply:
+    return _BadReply("a reply too large to read", f"{how} more than {limit:,} bytes",
+                     hint="the server ignores max_tokens (or does not answer with completions); check its "
+                          "settings and the URL")
+
+
+def _timeouts_within(timeouts: dict[str, Any] | None, left: float) -> dict[str, float]:
+    """Each of httpx's timeouts (connect, read, write, pool) at most ``left`` seconds."""
+    given = timeouts or {}
+    return {k: left if given.get(k) is None else min(given[k], left) for k in ("connect", "read", "write", "pool")}
+
+
+def bounded_http_client(openai: Any) -> Any:
+    """The SDK's default HTTP client (``openai.DefaultHttpxClient``: httpx or httpx2, whichever
+    this SDK uses) with event hooks that bound each request made inside ``_bounded``: its
+    timeouts cut to the time left, no compression, and a body read through ``BoundedBody``."""
+    http: Any = None
+
+    def on_request(request: Any) -> None:
+        bound = getattr(_bound, "value", None)
+        if bound is None:
+            return
+        left = bound.left()
+        if left <= 0:
+            raise http.PoolTimeout("the request's deadline passed before it was sent")
+        request.headers["Accept-Encoding"] = "identity"
+        request.extensions["timeout"] = _timeouts_within(request.extensions.get("timeout"), left)
+
+    def on_response(response: Any) -> None:  # the headers are in, the body is not read yet
+        bound = getattr(_bound, "value", None)
+        if bound is None:
+            return
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > bound.max_bytes:
+            raise _too_large(bound.max_bytes, "declared")
+        # httpcore takes the body's read timeout from this dict when the body is first read
+        request = response.request
+        request.extensions["timeout"] = _timeouts_within(request.extensions.get("timeout"), max(bound.left(), 0.001))
+        response.stream = _bounded_body_class(http)(response.stream, bound, response.extensions.get("network_stream"))
+
+    client = openai.DefaultHttpxClient(event_hooks={"request": [on_request], "response": [on_response]})
+    http = sys.modules[next(c.__module__ for c in type(client).__mro__ if c.__name__ == "Client").partition(".")[0]]
+    return client
+
+
+@functools.cache
+def _bounded_body_class(http: Any) -> type:
+    """``BoundedBody`` for the HTTP library ``http`` (httpx or httpx2: a response body must be
+    its ``SyncByteStream``)."""
+
+    class BoundedBody(http.SyncByteStream):  # type: ignore[name-defined,misc]
+        """A response body read up to ``bound.max_bytes`` bytes and until ``bound.deadline``,
+        when a watchdog shuts the connection's socket (waking a read that waits for a trickle);
+        the read then ends in the library's ``ReadTimeout``."""
+
+        def __init__(self, inner: Any, bound: _Bound, network_stream: Any) -> None:
+            self._inner = inner
+            self._bound = bound
+            self._network_stream = network_stream
+            self._expired = threading.Event()
+
+        def _expire(self) -> None:
+            self._expired.set()
+            try:
+                sock = self._network_stream.get_extra_info("socket") if self._network_stream is not None else None
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, AttributeError):  # closed already, or no socket to shut
+                pass
+
+        def _timeout(self) -> Exception:
+            return http.ReadTimeout("the reply was not read whole before the request's deadline")
+
+        def __iter__(self) -> Iterator[bytes]:
+            watchdog = threading.Timer(max(self._bound.left(), 0.0), self._expire)
+            watchdog.daemon = True
+            watchdog.start()
+            read = 0
+            try:
+                for chunk in self._inner:
+                    read += len(chunk)
+                    if read > self._bound.max_bytes:
+                        raise _too_large(self._bound.max_bytes, "read")
+                    if self._expired.is_set():
+                        raise self._timeout()
+                    yield chunk
+            except (_BadReply, http.ReadTimeout):
+                raise
+            except Exception:
+                if self._expired.is_set():  # the watchdog's shutdown broke the read
+                    raise self._timeout() from None
+                raise
+            finally:
+                watchdog.cancel()
+            if self._expired.is_set():  # a body delimited by the end of the connection the watchdog ended
+                raise self._timeout()
+
+        def close(self) -> None:
+            self._inner.close()
+
+    return BoundedBody
 
 
 class RequestRefused(LLMError):
@@ -232,6 +404,8 @@ class OpenAICompatibleLLM(LLMBase):
                     api_key=self.config.api_key or "EMPTY",
                     timeout=self.config.timeout,
                     max_retries=0,  # hopqa retries itself, with a clear error at the end
+                    # the deadline and the byte limit of each request (module docstring)
+                    http_client=bounded_http_client(openai),
                 )
                 self._made = (openai, client)
             return self._made
@@ -259,24 +433,28 @@ class OpenAICompatibleLLM(LLMBase):
         return ""
 
     # -- retries ---------------------------------------------------------------------------
-    def _call(self, fn: Callable[..., Any], check: Callable[[Any], None], **kwargs: Any) -> Any:
-        """``fn(**kwargs)``, accepted once ``check`` passes on the response; retried up to
-        ``retries`` times with exponential backoff on connection errors, timeouts, HTTP 408,
-        409, 429 and 5xx, malformed / undecodable JSON and unusable replies (no choices).
-        Raises ``LLMError`` naming the endpoint (credentials redacted) and the last cause."""
+    def _call(self, fn: Callable[..., Any], read: Callable[[Any], Any], max_bytes: int, **kwargs: Any) -> Any:
+        """``read(fn(**kwargs))``: the request (bounded by the timeout and ``max_bytes``, module
+        docstring), its response read by ``read`` (which raises ``_BadReply`` on a reply it
+        cannot use); retried up to ``retries`` times with exponential backoff on connection
+        errors, timeouts, HTTP 408, 409, 429 and 5xx, malformed / undecodable JSON and unusable
+        replies. Raises ``LLMError`` naming the endpoint (credentials redacted) and the last cause."""
         o = self._openai
         attempts = self.config.retries + 1
         last: Exception | None = None
         what = ""
         for attempt in range(attempts):
             try:
-                resp = fn(**kwargs)
-                check(resp)
-                return resp
+                with _bounded(self.config.timeout, max_bytes):
+                    resp = fn(**kwargs)
+                return read(resp)
             except o.APITimeoutError as exc:
                 last, what = exc, f"no reply within {self.config.timeout:g} s"
             except o.APIConnectionError as exc:
-                last, what = exc, "cannot connect to the server"
+                if isinstance(exc.__cause__, _BadReply):  # refused by a hook (an SDK that wraps every error)
+                    last, what = exc.__cause__, exc.__cause__.what
+                else:
+                    last, what = exc, "cannot connect to the server"
             except o.APIStatusError as exc:
                 if "response_format" in kwargs and any(word in str(exc).lower() for word in FORMAT_WORDS):
                     raise RequestRefused(f"{self.name}: the server refused the response_format (HTTP "
@@ -293,7 +471,9 @@ class OpenAICompatibleLLM(LLMBase):
                 last, what = exc, exc.what
             if attempt + 1 < attempts:
                 time.sleep(self.config.backoff * (2**attempt) * (1 + 0.1 * random.random()))
-        if isinstance(last, (_BadReply, json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError)):
+        if isinstance(last, _BadReply) and last.hint:
+            hint = last.hint
+        elif isinstance(last, (_BadReply, json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError)):
             hint = ("the endpoint does not answer like an OpenAI-compatible server; check the URL (it usually "
                     "ends in /v1), or raise ?retries= in the LLM spec")
         else:
@@ -370,29 +550,19 @@ class OpenAICompatibleLLM(LLMBase):
             kwargs["logprobs"] = True
         if response_format is not None:
             kwargs["response_format"] = response_format
-        resp = self._call(self._client.chat.completions.create, _check_choices, **kwargs)
-        usage = getattr(resp, "usage", None)
-        return Generation(
-            completions=[self._read_choice(c) for c in resp.choices],
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            seconds=time.perf_counter() - t0,
-            backend=self.name,
-        )
 
-    @staticmethod
-    def _read_choice(choice: Any) -> Completion:
-        """A chat choice as a ``Completion`` (token log-probabilities from ``logprobs.content``)."""
-        message = getattr(choice, "message", None)
-        text = (getattr(message, "content", None) or "") if message is not None else ""
-        tokens = values = None
-        lp = getattr(choice, "logprobs", None)
-        content = getattr(lp, "content", None) if lp is not None else None
-        if content:
-            tokens = [c.token for c in content]
-            values = [float(c.logprob) for c in content]
-        return Completion(text=text, finish_reason=getattr(choice, "finish_reason", None), tokens=tokens,
-                          logprobs=values)
+        def read(resp: Any) -> Generation:
+            usage = _field(resp, "usage")
+            return Generation(
+                completions=[_read_choice(c, request.logprobs) for c in _choices(resp)],
+                prompt_tokens=token_count(_field(usage, "prompt_tokens")),
+                completion_tokens=token_count(_field(usage, "completion_tokens")),
+                seconds=time.perf_counter() - t0,
+                backend=self.name,
+            )
+
+        return self._call(self._client.chat.completions.create, read, body_limit(request.n, request.max_tokens),
+                          **kwargs)
 
     # -- scoring ---------------------------------------------------------------------------
     def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
@@ -400,32 +570,35 @@ class OpenAICompatibleLLM(LLMBase):
         tokens whose text offset is at or after ``len(context)`` are the continuation's (a
         token straddling the boundary counts as context; its log-probability is left out)."""
         t0 = time.perf_counter()
-        resp = self._call(
-            self._client.completions.create,
-            _check_choices,
-            model=self.config.model,
-            prompt=context + continuation,
-            max_tokens=0,
-            echo=True,
-            logprobs=1,
-            temperature=0.0,
-        )
-        lp = resp.choices[0].logprobs
-        if lp is None or lp.tokens is None or lp.token_logprobs is None or lp.text_offset is None:
-            raise LLMError(f"{self.name}: the server returned no echo logprobs; it cannot score continuations "
-                           "(remove ?loglikelihood=echo from the LLM spec)")
-        tokens, values = [], []
-        for tok, val, off in zip(lp.tokens, lp.token_logprobs, lp.text_offset):
-            if off >= len(context) and val is not None:
-                tokens.append(tok)
-                values.append(float(val))
-        usage = getattr(resp, "usage", None)
-        return LogLikelihood(
-            token_logprobs=values,
-            tokens=tokens,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            seconds=time.perf_counter() - t0,
-        )
+        prompt = context + continuation
+
+        def read(resp: Any) -> LogLikelihood:
+            lp = _field(_choices(resp)[0], "logprobs")
+            echoed = [_field(lp, name) for name in ("tokens", "token_logprobs", "text_offset")]
+            if any(x is None for x in echoed):  # not malformed: the server does not echo (not retried)
+                raise LLMError(f"{self.name}: the server returned no echo logprobs; it cannot score continuations "
+                               "(remove ?loglikelihood=echo from the LLM spec)")
+            if not all(isinstance(x, list) for x in echoed):
+                raise _BadReply("echo logprobs that are not lists", _short(lp, 120))
+            tokens, values = [], []
+            for tok, val, off in zip(*echoed):
+                if not isinstance(tok, str) or isinstance(off, bool) or not isinstance(off, int):
+                    raise _BadReply("echo logprobs with a token that is not text or an offset that is not a "
+                                    "whole number", _short((tok, off), 120))
+                if off >= len(context) and val is not None:
+                    tokens.append(tok)
+                    values.append(_logprob(val))
+            return LogLikelihood(
+                token_logprobs=values,
+                tokens=tokens,
+                prompt_tokens=token_count(_field(_field(resp, "usage"), "prompt_tokens")),
+                seconds=time.perf_counter() - t0,
+            )
+
+        return self._call(self._client.completions.create, read,
+                          max(MIN_BODY_BYTES, (len(prompt) + 1) * BODY_BYTES_PER_CHAR),
+                          model=self.config.model, prompt=prompt, max_tokens=0, echo=True, logprobs=1,
+                          temperature=0.0)
 
     def close(self) -> None:
         with self._client_lock:
@@ -434,15 +607,59 @@ class OpenAICompatibleLLM(LLMBase):
             made[1].close()
 
 
-def _check_choices(resp: Any) -> None:
-    """Raise ``_BadReply`` unless ``resp`` is a completion object with at least one choice."""
+def _field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a JSON object, ``obj.name`` of one the SDK made; None when missing (the
+    SDK builds its objects without validation, so a field may hold any JSON value)."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    if obj is None or isinstance(obj, (str, bytes, int, float, list)):
+        return None
+    return getattr(obj, name, None)
+
+
+def _choices(resp: Any) -> list[Any]:
+    """The choices of a completion object; ``_BadReply`` unless there is at least one."""
     if isinstance(resp, (str, bytes)):  # the SDK returns the body as text when it is not JSON
         raise _BadReply("a response that is not JSON", _short(resp, 80))
-    choices = getattr(resp, "choices", None)
-    if choices is None:
+    choices = _field(resp, "choices")
+    if choices is None or not isinstance(choices, list):
         raise _BadReply("a response without choices", _short(resp, 120))
     if not choices:
         raise _BadReply("empty choices")
+    return choices
+
+
+def _read_choice(choice: Any, want_logprobs: bool) -> Completion:
+    """A chat choice as a ``Completion``, its token log-probabilities (``logprobs.content``)
+    read only when asked for; ``_BadReply`` when the choice has no message (missing, null, not
+    an object), content that is neither text nor null, or log-probabilities that are not numbers."""
+    message = _field(choice, "message")
+    if message is None or isinstance(message, (str, bytes, int, float, list)):
+        raise _BadReply("a choice without a message", _short(choice, 120))
+    content = _field(message, "content")
+    if content is not None and not isinstance(content, str):
+        raise _BadReply("a message whose content is not text", _short(content, 120))
+    tokens = values = None
+    entries = _field(_field(choice, "logprobs"), "content") if want_logprobs else None
+    if entries is not None:
+        if not isinstance(entries, list) or not all(isinstance(_field(c, "token"), str) for c in entries):
+            raise _BadReply("token log-probabilities without their tokens", _short(entries, 120))
+        tokens = [_field(c, "token") for c in entries]
+        try:
+            values = logprob_values([_field(c, "logprob") for c in entries])
+        except MalformedValue as exc:
+            raise _BadReply(exc.what, exc.detail) from None
+    reason = _field(choice, "finish_reason")
+    return Completion(text=content or "", finish_reason=reason if isinstance(reason, str) else None, tokens=tokens,
+                      logprobs=values)
+
+
+def _logprob(value: Any) -> float:
+    """``hopqa.llm.base.logprob`` with a ``_BadReply`` (retried) instead of its ``MalformedValue``."""
+    try:
+        return logprob(value)
+    except MalformedValue as exc:
+        raise _BadReply(exc.what, exc.detail) from None
 
 
 def _refusal_hint(status: int) -> str:
@@ -454,6 +671,6 @@ def _refusal_hint(status: int) -> str:
 
 
 def _short(exc: object, limit: int = 300) -> str:
-    """One line of at most ``limit`` characters, credentials in URLs redacted."""
-    text = redact_credentials(" ".join(str(exc).split()))
+    """One line of at most ``limit`` characters, credentials in URLs redacted, valid Unicode."""
+    text = mend_text(redact_credentials(" ".join(str(exc).split())))[0]
     return text if len(text) <= limit else text[:limit] + "..."
