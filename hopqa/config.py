@@ -102,8 +102,9 @@ def valid_text(text: str) -> str:
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Replace ``path`` by ``data`` (``str`` as UTF-8) so a reader or a kill at any moment sees
-    either the old content or the new one, never a mix or an empty file.
+    """Replace ``path`` by ``data`` (``str`` as UTF-8, a lone surrogate as U+FFFD) so a reader
+    or a kill at any moment sees either the old content or the new one, never a mix or an empty
+    file.
 
     The data goes to a new hidden file in the same directory, is flushed and ``fsync``-ed, then
     renamed over ``path`` (``os.replace``, atomic on POSIX); the directory is synced so that the
@@ -141,12 +142,35 @@ def sync_dir(directory: Path) -> None:
 
 #: ``scheme://user:password@`` (or ``scheme://token@``) in a URL: the credentials part.
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s?#]+@")
+#: ``name=value`` after ``?``, ``&``, ``;`` or ``#`` (a query or fragment parameter); the value
+#: ends at the next separator, white space or quote.
+_PARAMETER = re.compile(r"(?P<head>[?&;#](?P<name>[^=&;#?\s'\"<>]+)=)(?P<value>[^&;#\s'\"<>]+)")
+#: Parameter names (percent-decoded, any case) that carry a credential: a key, token, secret,
+#: password, signature, credential or session, alone or as the last part of the name
+#: (``api_key``, ``apikey``, ``access_token``, ``client_secret``, ``X-Amz-Signature``, ...).
+_CREDENTIAL_NAME = re.compile(
+    r"(?:^|[_.-])(?:auth|authorization|sig|signature|credentials?|pwd|passwd|session(?:[_.-]?id)?|jwt)$"
+    r"|(?:key|token|secret|password)$",
+    re.IGNORECASE,
+)
+
+
+def _redact_parameter(match: re.Match[str]) -> str:
+    from urllib.parse import unquote_plus
+
+    if _CREDENTIAL_NAME.search(unquote_plus(match["name"])):
+        return match["head"] + "***"
+    return match[0]
 
 
 def redact_credentials(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``.
+    """``text`` with the credentials of every URL in it replaced by ``***``: the user and
+    password before the host, and the value of every query (or fragment) parameter whose name
+    says it holds a credential (``_CREDENTIAL_NAME``: ``api_key``, ``token``, ``sig``, ...).
 
-    ``openai:m@http://user:secret@host/v1`` -> ``openai:m@http://***@host/v1``. Applied to every
-    LLM spec or endpoint that is recorded (run configuration, results, cache keys) or printed.
+    ``openai:m@http://user:secret@host/v1`` -> ``openai:m@http://***@host/v1``;
+    ``http://host/v1?api_key=sk-1&timeout=3`` -> ``http://host/v1?api_key=***&timeout=3``.
+    Applied to every LLM spec or endpoint that is recorded (run configuration, results, cache
+    keys) or printed.
     """
-    return _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
+    return _PARAMETER.sub(_redact_parameter, _URL_CREDENTIALS.sub(r"\g<scheme>***@", text))
