@@ -90,16 +90,28 @@ def milvus_token() -> str | None:
     return os.environ.get("MILVUS_TOKEN") or None
 
 
+#: A UTF-16 surrogate code point: never valid alone in text (a lone one cannot be encoded as
+#: UTF-8; ``json.loads('"\\ud800"')`` makes one from a reply of a server that cut broken UTF-8).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that it encodes as UTF-8
+    (``text`` itself, unchanged, when it has none: the common case costs one search)."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Replace ``path`` by ``data`` (``str`` as UTF-8) so a reader or a kill at any moment sees
-    either the old content or the new one, never a mix or an empty file.
+    """Replace ``path`` by ``data`` (``str`` as UTF-8, a lone surrogate as U+FFFD) so a reader
+    or a kill at any moment sees either the old content or the new one, never a mix or an empty
+    file.
 
     The data goes to a new hidden file in the same directory, is flushed and ``fsync``-ed, then
     renamed over ``path`` (``os.replace``, atomic on POSIX); the directory is synced so that the
     rename itself survives a power cut. The temporary file is removed if anything fails.
     """
     target = Path(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    raw = valid_text(data).encode("utf-8") if isinstance(data, str) else data
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # permissions as umask says
     try:
@@ -111,10 +123,10 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _sync_dir(target.parent)
+    sync_dir(target.parent)
 
 
-def _sync_dir(directory: Path) -> None:
+def sync_dir(directory: Path) -> None:
     """``fsync`` a directory (makes a rename in it durable); a no-op where unsupported."""
     try:
         fd = os.open(directory, os.O_RDONLY)
