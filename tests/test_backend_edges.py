@@ -430,3 +430,13 @@ class tiny_server:  # noqa: N801 - used as a context manager
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# -- an API key in the URL's query (item 11) -------------------------------------------------------
+def test_an_api_key_in_the_llm_url_never_reaches_the_error_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "hopqa.cli", "ask", "--method", "direct", "--llm",
+                        "openai:m@http://127.0.0.1:9/v1?retries=0&api_key=sk-SECRET123", "--home", str(tmp_path), "q"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 2
+    assert p.stderr.startswith("hopqa: error: --llm openai:m@http://127.0.0.1:9/v1?retries=0&api_key=***: ")
+    assert "SECRET" not in p.stdout + p.stderr
