@@ -34,8 +34,8 @@ def pipeline(
     """A ready method: ``llm`` is a spec string or an LLM object (default: the embedded Qwen);
     the retriever is ``retriever``, else an index directory of any kind (``index``), else an
     index of the ``search`` kind (``bm25`` by default, ``dense``, ``hybrid``) built over
-    ``corpus``, else over the demo corpus; ``rerank`` (a cross-encoder, ``bi-encoder`` or
-    ``llm``) puts a reranker behind it. ``options`` set fields of the method's config."""
+    ``corpus``, else over the demo corpus; ``rerank`` (a cross-encoder, ``auto``, ``hybrid``,
+    ``bi-encoder`` or ``llm``) puts a reranker behind it. ``options`` set fields of the method's config."""
     from hopqa.build import build_method, corpus_retriever, load_model, takes
     from hopqa.config import default_llm
     from hopqa.llm import LLMBase

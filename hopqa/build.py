@@ -59,7 +59,7 @@ def corpus_retriever(index: str | Path | None = None, corpus: str | Path | None 
     as ``kind``: ``bm25`` by default, ``dense`` or ``hybrid``), else over the demo corpus
     (indexed as ``kind`` too). With both ``index`` and ``corpus`` the index must have been built
     from that corpus. ``rerank`` puts a reranker behind it (``hopqa.retrieval.rerank.make_reranker``:
-    a cross-encoder model, ``bi-encoder`` or ``llm``, the last judging with ``llm``): it
+    a cross-encoder model, ``auto``, ``hybrid``, ``bi-encoder`` or ``llm``, the last judging with ``llm``): it
     retrieves ``rerank_depth`` passages and keeps the best ``k`` of them."""
     from hopqa.demo import build_demo_corpus, index_dir_for
     from hopqa.embed import EmbedderUnavailable

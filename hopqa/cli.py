@@ -48,6 +48,17 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _rerank_spec(text: str) -> str:
+    """An argparse ``type`` for ``--rerank``: the spec checked for its form, ``auto`` resolved
+    (``hopqa.retrieval.rerank.resolve_spec``); nothing is loaded."""
+    from hopqa.retrieval.rerank import resolve_spec
+
+    try:
+        return resolve_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _number(kind: type, low: float | None = None, high: float | None = None,
             above: float | None = None) -> Callable[[str], Any]:
     """An argparse ``type``: ``kind`` (int or float) within ``[low, high]`` (and ``> above``)."""
@@ -88,9 +99,10 @@ MODEL_OPTIONS: dict[str, dict[str, Any]] = {
     "--retriever": {"choices": ("bm25", "dense", "hybrid"),
                     "help": "how --corpus (or the demo corpus) is searched: bm25 (default), dense (all-MiniLM-L6-v2 + "
                             "faiss) or hybrid (reciprocal rank fusion of both); indexed once, cached in <home>"},
-    "--rerank": {"metavar": "MODEL|bi-encoder|llm",
-                 "help": "rerank every retrieval: a cross-encoder (a local path or cached name), bi-encoder "
-                         "(MiniLM cosine) or llm (the --llm model rates each passage)"},
+    "--rerank": {"metavar": "MODEL|auto|hybrid|bi-encoder|llm", "type": _rerank_spec,
+                 "help": "rerank every retrieval: a cross-encoder (a local path or cached name), auto (a cached "
+                         "cross-encoder, else llm), hybrid (BM25 over the candidates fused with the MiniLM cosine), "
+                         "bi-encoder (MiniLM cosine) or llm (the --llm model rates each passage)"},
     "--rerank-depth": {"type": COUNT, "default": 20,
                        "help": "passages retrieved for the reranker, which keeps the best --k (default 20)"},
     "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
@@ -229,7 +241,7 @@ def _build(name: str, llm: Any, retriever: Any, args: argparse.Namespace, **comp
 def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
     """The options of ``--k`` and ``--set KEY=VALUE`` for ``method``, converted and checked
     (``MethodError`` for an unknown method, ``UsageError`` for a bad option)."""
-    from hopqa.methods.base import MethodError, get_method_class, normalize_name, parse_option
+    from hopqa.methods.base import MethodError, get_method_class, method_config, normalize_name, parse_option
 
     cls = get_method_class(method)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
@@ -259,6 +271,10 @@ def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
             options[key] = parse_option(cls.Config, key, value)
         except MethodError as exc:
             raise UsageError(f"--set {item}: {exc}") from exc
+    try:  # the options together, as the config takes them (LeapQuery's rerank spec ...): before any loading
+        method_config(method, **options)
+    except MethodError as exc:
+        raise UsageError(str(exc)) from exc
     return options
 
 

@@ -92,13 +92,13 @@ def milvus_token() -> str | None:
 
 #: A UTF-16 surrogate code point: never valid alone in text (a lone one cannot be encoded as
 #: UTF-8; ``json.loads('"\\ud800"')`` makes one from a reply of a server that cut broken UTF-8).
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def valid_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD, so that it encodes as UTF-8
     (``text`` itself, unchanged, when it has none: the common case costs one search)."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    return SURROGATE.sub("\ufffd", text) if SURROGATE.search(text) else text
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

@@ -62,6 +62,10 @@ CASES = [
          ["option rewrite must be true or false, not 'maybe'"]),
     Case("ask-set-probability", ["ask", Q, "--method", "self-dc", "--set", "beta=1.5"],
          ["option beta must be between 0.0 and 1.0"]),
+    Case("ask-set-rerank-unknown", ["ask", Q, "--method", "leapquery", "--set", "rerank=bogus"],
+         ["rerank=bogus: unknown reranker 'bogus'", "hybrid"]),
+    Case("eval-set-rerank-unknown", [*EVAL[:4], "leapquery", *EVAL[5:], "--set", "rerank=bi-encodr"],
+         ["rerank=bi-encodr: unknown reranker 'bi-encodr' (did you mean 'bi-encoder'?)"]),
     Case("ask-k-zero", ["ask", Q, "--k", "0"], ["argument --k: expected a whole number of at least 1, not '0'",
                                                "(see: hopqa ask --help)"]),
     Case("ask-k-negative", ["ask", Q, "--k", "-1"], ["argument --k: expected a whole number of at least 1"]),
@@ -94,6 +98,7 @@ CASES = [
       for name in INDEX_FILES],
     # search choices
     Case("ask-retriever-unknown", ["ask", Q, "--retriever", "sparse"], ["argument --retriever: invalid choice: 'sparse'"]),
+    Case("ask-rerank-unknown", ["ask", Q, "--rerank", "cross"], ["argument --rerank: unknown reranker 'cross'"]),
     Case("ask-rerank-depth-zero", ["ask", Q, "--rerank-depth", "0"],
          ["argument --rerank-depth: expected a whole number of at least 1"]),
     Case("ask-index-milvus-bad-uri", ["ask", Q, "--index", "milvus://127.0.0.1:1"],

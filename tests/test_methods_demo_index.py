@@ -234,8 +234,10 @@ def check_tor(ans: Answer, cfg) -> None:
 
 
 def check_cor(ans: Answer, cfg) -> None:
-    reviews = _kinds(ans, "review")
-    assert 1 <= len(reviews) <= cfg.max_turns and ans.usage.llm_calls == len(reviews) + 1
+    reviews, analyses = _kinds(ans, "review"), _kinds(ans, "analyse")
+    # a review per turn, §3.2's answer from an accepted chain (analysis=answer), the reader
+    assert len(analyses) == sum(r.outputs.get("action") == "accept" for r in reviews)
+    assert 1 <= len(reviews) <= cfg.max_turns and ans.usage.llm_calls == len(reviews) + len(analyses) + 1
     assert ans.usage.retrieval_calls in (len(reviews), len(reviews) + 1)
     assert _kinds(ans, "retrieve")[0].retrievals[0]["query"] == QUESTION
     _reviews_counted(ans, reviews)
@@ -253,7 +255,11 @@ def check_leapquery(ans: Answer, cfg) -> None:
             assert len(t["votes"]) == cfg.votes and t["kept"] == (2 * t["true"] > cfg.votes)
     assert len(reranks) == 1 + sum(1 for v in verifies if v.outputs["kept"])
     assert [p.id for p in ans.passages] == reranks[-1].outputs["kept"] and len(ans.passages) <= cfg.k
-    assert ans.usage.llm_calls == len(gaps) + sum(len(v.outputs["tally"]) for v in verifies) + 1
+    # gap lists, a vote request per sub-question, the reranker's calls (the default llm reranker
+    # judges each candidate, in its rerank step), the reader
+    judged = sum(len(r.llm_calls) for r in reranks)
+    assert judged == sum(r.inputs["candidates"] for r in reranks)
+    assert ans.usage.llm_calls == len(gaps) + sum(len(v.outputs["tally"]) for v in verifies) + judged + 1
 
 
 CHECKS: dict[str, Callable[[Answer, object], None]] = {

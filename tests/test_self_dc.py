@@ -256,7 +256,7 @@ class LogprobLLM(ScriptedLLM):
     ([-1000.0, 0.0], 0.5),
 ])
 def test_mean_prob_is_the_mean_token_probability(logprobs, expected):
-    """METHODS.md §3: 'prob' is the mean probability of the generated answer's tokens,
+    """Self-DC (Wang et al. 2024, Section 4): 'prob' is the mean probability of the generated answer's tokens,
     (1/n)·Σ exp(logprob_i), computed by hand here."""
     assert Completion("x", logprobs=logprobs).mean_prob == pytest.approx(expected, rel=1e-12)
 

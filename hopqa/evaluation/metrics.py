@@ -1,4 +1,4 @@
-"""Metrics the papers report (METHODS.md "Metrics").
+"""Metrics the papers of the five methods report.
 
 - ``exact_match``, ``token_f1`` (with token ``precision`` and ``recall``): SQuAD normalisation
   (lower-case, strip punctuation and the articles a/an/the, collapse whitespace), the best

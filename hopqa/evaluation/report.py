@@ -4,7 +4,7 @@
 recomputes each run's summary from its lines (so a half-finished run reports what it has),
 and writes ``report.md`` and ``report.html`` (with matplotlib PNGs embedded: score vs cost per
 method, and per-dataset bars) into ``out_dir``. With ``stratify=True`` each run is also split
-by question length as in HGOT (METHODS.md §1): Long above the ``long_pct`` percentile of the
+by question length as in HGOT (Fang et al. 2024, Table 1): Long above the ``long_pct`` percentile of the
 run's question lengths in words, Short below ``short_pct``, Medium between (defaults 98.5 and
 1.5; HGOT used 98 and 2 for HotpotQA).
 """

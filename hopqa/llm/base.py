@@ -50,13 +50,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from hopqa.config import SURROGATE
 from hopqa.trace import current_step, submit
 
 Messages = list[dict[str, str]]
@@ -383,22 +383,19 @@ def cap_completion(completion: Completion, limit: int) -> Completion:
 
 
 #: A UTF-16 surrogate code point: never valid alone in text (it cannot be encoded as UTF-8).
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def mend_text(text: str) -> tuple[str, int]:
     """``text`` with each lone surrogate replaced by U+FFFD (one character for one), and how
     many were; ``text`` itself when it has none."""
-    if not _SURROGATE.search(text):
+    if not SURROGATE.search(text):
         return text, 0
-    return _SURROGATE.subn("\ufffd", text)
+    return SURROGATE.subn("\ufffd", text)
 
 
 def _valid_request(request: GenerationRequest) -> GenerationRequest:
     """``request`` with its prompt or messages and stop strings made valid Unicode (a backend
     must send or tokenize them as UTF-8); itself when they are."""
     texts = [request.prompt or "", *(c for m in request.messages or () for c in m), *request.stop]
-    if not any(_SURROGATE.search(t) for t in texts):
+    if not any(SURROGATE.search(t) for t in texts):
         return request
 
     def fix(text: str) -> str:
@@ -441,7 +438,7 @@ def mend_generation(gen: Generation) -> Generation:
 
 def mend_loglikelihood(ll: LogLikelihood, backend: str) -> LogLikelihood:
     """``ll`` with its tokens made valid Unicode (as ``mend_generation``)."""
-    if not any(_SURROGATE.search(t) for t in ll.tokens):
+    if not any(SURROGATE.search(t) for t in ll.tokens):
         return ll
     fixed = [mend_text(t) for t in ll.tokens]
     ll.tokens = [t for t, _ in fixed]

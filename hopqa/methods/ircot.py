@@ -64,8 +64,8 @@ REASON_INSTRUCTION = "\n" + json_reply({
 })
 #: Room for the JSON wrapper of a structured call (its key, quotes and braces).
 JSON_TOKENS = 16
-#: Prompt of the "direct" reader over all collected paragraphs (IRCoT's reader step; METHODS.md
-#: gives no prompt for it, so this is hopqa's wording, owned by IRCoT: it started as a copy of
+#: Prompt of the "direct" reader over all collected paragraphs (IRCoT's reader step; the papers
+#: give no prompt for it, so this is hopqa's wording, owned by IRCoT: it started as a copy of
 #: Retrieve-then-Read's and no longer changes with it).
 READ_PROMPT = (
     "Answer the question using the passages below. Reply with a short answer of a few words, "

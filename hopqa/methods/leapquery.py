@@ -297,15 +297,24 @@ class LeapQueryConfig(MethodConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.rerank == "auto":
-            self.rerank = resolve_spec("auto")
+        self.rerank = _checked_rerank(self.rerank)
 
     def update(self, **overrides: Any) -> LeapQueryConfig:
-        """As ``MethodConfig.update``, with ``rerank="auto"`` resolved."""
-        if overrides.get("rerank") == "auto":
-            overrides = {**overrides, "rerank": resolve_spec("auto")}
+        """As ``MethodConfig.update``, with the ``rerank`` spec checked and ``auto`` resolved."""
+        if overrides.get("rerank") is not None:
+            overrides = {**overrides, "rerank": _checked_rerank(overrides["rerank"])}
         super().update(**overrides)
         return self
+
+
+def _checked_rerank(spec: Any) -> str:
+    """A ``rerank`` spec checked for its form (``MethodError`` naming the accepted values: a
+    config with an unknown reranker is refused when it is made, before any model loads), with
+    ``auto`` resolved."""
+    try:
+        return resolve_spec(spec)
+    except ValueError as exc:
+        raise MethodError(f"rerank={spec}: {exc}") from None
 
 
 @register("leapquery")

@@ -1,4 +1,4 @@
-"""Self-DC — confidence-routed divide and conquer (Wang et al. 2024; METHODS.md §3, Section 4,
+"""Self-DC — confidence-routed divide and conquer (Wang et al. 2024, Section 4,
 Figure 3, prompts of Table 21).
 
 ::

@@ -1,5 +1,5 @@
 """GenSco — a generator decomposes, a scorer selects the passage sequence (Fazili et al.
-2024; METHODS.md §2, Algorithm 1, Eqs. 1-4, Tables 6-9).
+2024, Algorithm 1, Eqs. 1-4, Tables 6-9).
 
 Given the question Q and its candidate passages P (the question's own paragraphs in the
 distractor setting, or the retriever's top ``k`` in the open setting), a greedy walk down the

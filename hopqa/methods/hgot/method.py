@@ -1,4 +1,4 @@
-"""HGOT — Hierarchical Graph of Thoughts (Fang et al. 2024; METHODS.md §1, Algorithm 1).
+"""HGOT — Hierarchical Graph of Thoughts (Fang et al. 2024, Algorithm 1).
 
 ``traverse(q, d)`` reads like Algorithm 1::
 

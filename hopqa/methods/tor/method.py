@@ -1,6 +1,6 @@
 """Tree of Reviews (Jiapeng Li et al. 2024): a tree search over retrieved paragraphs.
 
-Every mechanism, with its default and the option that changes it (METHODS.md §4):
+Every mechanism, with its default and the option that changes it (Li et al. 2024, Section 3):
 
 1. **The tree** (§3.1). The root is the question Q. ``retrieve`` w_1 paragraphs for Q; each
    becomes a child node. Widths ``widths="5,3,3"`` and ``depth=3`` (§4.4); a depth deeper than
