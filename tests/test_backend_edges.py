@@ -440,3 +440,16 @@ def test_an_api_key_in_the_llm_url_never_reaches_the_error_line(tmp_path):
     assert p.returncode == 2
     assert p.stderr.startswith("hopqa: error: --llm openai:m@http://127.0.0.1:9/v1?retries=0&api_key=***: ")
     assert "SECRET" not in p.stdout + p.stderr
+
+
+def test_numpy_numbers_are_numbers():
+    """The embedded backend reports numpy floats (llama-cpp-python's logprobs): they are numbers
+    (a first version of the check refused np.float32 and failed Self-DC's prob confidence)."""
+    import numpy as np
+
+    from hopqa.llm.base import MalformedValue, logprob, token_count
+
+    assert logprob(np.float32(-0.5)) == -0.5 and isinstance(logprob(np.float32(-0.5)), float)
+    assert token_count(np.int64(7)) == 7 and token_count(np.float64(3.0)) == 3
+    with pytest.raises(MalformedValue):
+        logprob(np.float32("nan"))

@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -457,7 +458,7 @@ def token_count(value: Any) -> int:
     """A token count reported by a backend: ``value`` when it is a whole number >= 0 (an
     integral float too), else 0 (``None``, text, a list, NaN: usage is bookkeeping, not worth
     failing a reply for)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's numbers too
         return 0
     if not math.isfinite(value) or value < 0 or value != int(value):
         return 0
@@ -477,7 +478,7 @@ class MalformedValue(ValueError):
 def logprob(value: Any) -> float:
     """A log-probability reported by a backend as a float; ``MalformedValue`` when it is not a
     number (``None``, text, ``true``, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):  # numpy's numbers too
         raise MalformedValue("token log-probabilities that are not numbers", value)
     return float(value)
 
