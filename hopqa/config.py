@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 #: hopqa's version (``hopqa.__version__``; kept equal to pyproject.toml's). Here, at the bottom
 #: layer, so that modules below the package root (an index's metadata) can record it.
@@ -104,29 +107,38 @@ def valid_text(text: str) -> str:
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Replace ``path`` by ``data`` (``str`` as UTF-8, a lone surrogate as U+FFFD) so a reader
     or a kill at any moment sees either the old content or the new one, never a mix or an empty
-    file.
+    file (``atomic_file``)."""
+    raw = valid_text(data).encode("utf-8") if isinstance(data, str) else data
+    with atomic_file(path) as f:
+        f.write(raw)
+
+
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to write the new content of ``path`` into, in the block; it replaces
+    ``path`` when the block ends, so that a reader or a kill at any moment sees either the old
+    content or the new one, never a mix or an empty file.
 
     The data goes to a new hidden file in the same directory, is flushed and ``fsync``-ed, then
     renamed over ``path`` (``os.replace``, atomic on POSIX); the directory is synced so that the
     rename itself survives a power cut. The temporary file is removed if anything fails.
     """
     target = Path(path)
-    raw = valid_text(data).encode("utf-8") if isinstance(data, str) else data
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # permissions as umask says
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(raw)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    sync_dir(target.parent)
+    _sync_dir(target.parent)
 
 
-def sync_dir(directory: Path) -> None:
+def _sync_dir(directory: Path) -> None:
     """``fsync`` a directory (makes a rename in it durable); a no-op where unsupported."""
     try:
         fd = os.open(directory, os.O_RDONLY)

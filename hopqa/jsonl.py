@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import threading
 import warnings
 from collections.abc import Callable, Container, Iterator
@@ -43,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Self
 
-from hopqa.config import sync_dir, valid_text
+from hopqa.config import atomic_file, valid_text
 
 #: The deepest nesting of arrays and objects ``loads`` accepts (hopqa's own records nest a few
 #: dozen levels: a trace's steps; a model's JSON reply two or three).
@@ -238,21 +237,12 @@ def compact(path: Path, key: str = "id", check: Check | None = None,
     found = scan(path, key, check, keep, warn=False)
     if not path.is_file() or (found.lines == len(found.records) and found.good_end == found.size):
         return found
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(path, "rb") as src, open(tmp, "wb") as out:
-            spans = {}
-            for name, (start, end) in found.spans.items():
-                src.seek(start)
-                spans[name] = (out.tell(), out.tell() + end - start)
-                out.write(src.read(end - start))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    sync_dir(path.parent)
+    spans = {}
+    with open(path, "rb") as src, atomic_file(path) as out:
+        for name, (start, end) in found.spans.items():
+            src.seek(start)
+            spans[name] = (out.tell(), out.tell() + end - start)
+            out.write(src.read(end - start))
     found.spans, found.lines, found.bad = spans, len(spans), 0
     found.good_end = found.size = max((end for _, end in spans.values()), default=0)
     return found

@@ -52,6 +52,7 @@ Bad records
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -222,16 +223,11 @@ def _iter_question_file(path: Path, limit: int | None, stats: LoadStats) -> Iter
         seen[example.id] = where
         return example
 
-    if limit == 0:
-        return
     count = 0
-    for example in parse_each(_records(path, stats), parse, stats):
+    for count, example in enumerate(itertools.islice(parse_each(_records(path, stats), parse, stats), limit), 1):
         yield example
-        count += 1
-        if limit is not None and count >= limit:
-            break
     stats.warn_total(str(path))
-    if not count:
+    if not count and limit != 0:
         problems = "; ".join(stats.problems[:3]) if stats.problems else "the file holds no record"
         raise DatasetError(
             f"{path}: no valid question in the file ({problems}). Each record needs a 'question' and an 'answer' "

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar, TypeVar
 
-from hopqa.corpus import MAX_WARNINGS, CorpusStats
+from hopqa.corpus import CorpusStats
 from hopqa.jsonl import loads
 from hopqa.types import Example, Passage
 
@@ -61,11 +61,10 @@ class RecordError(ValueError):
 
 @dataclass
 class LoadStats(CorpusStats):
-    """What one load read and skipped (pass one to ``load_dataset`` to see the counts);
-    every skip is warned about as a ``DataWarning``."""
+    """What one load read and skipped (pass one to ``load_dataset`` to see the counts); skips
+    are warned about as ``DataWarning`` (the first ``corpus.MAX_WARNINGS``, then counted)."""
 
     category: ClassVar[type[Warning]] = DataWarning
-    max_warnings: ClassVar[int | None] = MAX_WARNINGS
     stacklevel: ClassVar[int] = 3
 
 

@@ -27,6 +27,7 @@ file (``my_questions.jsonl``) is read by ``hopqa.datasets.generic``.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -194,15 +195,9 @@ def _read(key: str, split_key: str, path: Path, stats: LoadStats, limit: int | N
     the skipped records when there were more than were warned about one by one."""
     spec = REGISTRY[key].splits[split_key]
     ctx = ReadContext(key, split_key, stats, spec.select)
-    if limit == 0:
-        return
-    count = 0
-    for example in spec.reader(path, ctx):
+    for example in itertools.islice(spec.reader(path, ctx), limit):
         example.dataset, example.split = key, split_key
         yield example
-        count += 1
-        if limit is not None and count >= limit:
-            break
     stats.warn_total(str(path))
 
 

@@ -19,7 +19,7 @@ therefore counts every question once. (Reading, repairing, appending and compact
 ``hopqa.jsonl``'s, shared with HGOT's bootstrap.)
 
 Bad lines: a line that is not a record (``check_record``: not JSON, nested too deeply, no
-``status`` / ``prediction``, fields of the wrong type) is skipped with a warning naming
+``status``, fields of the wrong type) is skipped with a warning naming
 ``file:line``; the id it held counts as not answered, so the next run answers it again.
 
 Streams and stops: the examples are read as the run goes (a list or a stream), at most two per
@@ -44,7 +44,7 @@ import errno
 import json
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -331,7 +331,7 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         raise RunWriteError(_cannot_write(results_path, exc, "nothing was answered")) from exc
     if total is None and isinstance(examples, Sized):
         total = len(examples)
-    counts = {"done": 0, "failed": 0, "skipped": 0}
+    counts = {"done": 0, "failed": 0}
     cost = Usage()
     bar = progress_bar(total, method.name, enabled=progress, unit="q", dynamic_ncols=True)
     wanted: set[str] = set()
