@@ -361,3 +361,25 @@ def test_cli_million_question_file_starts_at_once_in_bounded_memory(fault_server
     assert proc.returncode == 130
     warnings = [x for x in err.splitlines() if x.startswith("hopqa: warning:")]
     assert len(warnings) <= 21, len(warnings)  # 20 bad lines named, then one "counting them" line
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_real_model_keeps_finished_answers_and_resumes(smollm2, demo_index, tmp_path):
+    """The same guarantee with the embedded SmolLM2 and real retrieval (BM25 over the demo
+    corpus, open setting): Ctrl-C after the first answer cancels the question in flight at its
+    next call, records none of it, and the resumed run answers the rest, once each."""
+    examples = load_dataset("musique", "dev", limit=4)
+    method = build_method("self-ask", smollm2, demo_index, max_steps=2)
+
+    def interrupt(record):
+        raise KeyboardInterrupt
+
+    with pytest.raises(RunInterrupted) as info:
+        evaluate(method, examples, tmp_path / "run", setting="open", workers=2, progress=False, on_record=interrupt)
+    first = lines(tmp_path / "run" / "results.jsonl")
+    assert len(first) == info.value.recorded >= 1 and all(r["status"] == "ok" for r in first)
+    assert all(r["trace"] and r["usage"]["retrieval_calls"] >= 1 for r in first)
+    summary = evaluate(method, examples, tmp_path / "run", setting="open", workers=2, progress=False)
+    final = lines(tmp_path / "run" / "results.jsonl")
+    assert summary.n == 4 and sorted(r["id"] for r in final) == sorted(e.id for e in examples)
+    assert {r["id"]: r["prediction"] for r in first}.items() <= {r["id"]: r["prediction"] for r in final}.items()
