@@ -186,3 +186,91 @@ def redact_credentials(text: str) -> str:
     keys) or printed.
     """
     return _PARAMETER.sub(_redact_parameter, _URL_CREDENTIALS.sub(r"\g<scheme>***@", text))
+
+
+#: The credential of an ``Authorization``-like header, written as a header, a JSON field or a
+#: parameter: everything after the name up to the end of the value (``Bearer sk-1`` whole).
+_HEADER_VALUE = re.compile(
+    r"(?i)(?<![\w-])(?P<head>(?:proxy-)?authorization|x-api-key|api-key)(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
+    r"(?!\*\*\*)(?P<value>[^\"'\r\n,;}&]+)")
+#: An authorization scheme and its credential: ``Bearer <token>``, ``Basic <base64>``.
+_SCHEME_TOKEN = re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+(?!\*\*\*)[A-Za-z0-9._~+/-]+=*")
+#: An OpenAI-style secret key (``sk-...``, ``sk-proj-...``, ``sk-ant-...``).
+_SECRET_KEY = re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{6,}")
+#: ``name=value`` or ``"name": "value"`` anywhere in a text (not only in a URL's query): the
+#: value of every name ``_CREDENTIAL_NAME`` says is a credential is redacted.
+_NAMED_VALUE = re.compile(
+    r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[\"']?\s*[=:]\s*[\"']?)(?!\*\*\*)(?P<value>[^\s\"'&,;}<>)\]]+)")
+#: Literal secrets shorter than this are not searched for in text (a two-letter password would
+#: blank every occurrence of two letters); their encoded forms are long enough.
+MIN_SECRET_CHARS = 4
+
+
+def _redact_named(match: re.Match[str]) -> str:
+    if _CREDENTIAL_NAME.search(match["name"]):
+        return f"{match['name']}{match['sep']}***"
+    return match[0]
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The secrets of a URL's ``user:password@`` part in every form they may be echoed in: the
+    password (as written and percent-decoded), a lone user part (a token), and ``user:password``
+    in base64 (the HTTP Basic credential a client makes of them, with and without padding)."""
+    import base64
+    from urllib.parse import unquote, urlsplit
+
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return ()
+    if user is None and password is None:
+        return ()
+    forms: list[str] = []
+    if password:
+        forms += [password, unquote(password)]
+    elif user:
+        forms += [user, unquote(user)]
+    pair = f"{unquote(user or '')}:{unquote(password or '')}".encode()
+    for encoded in (base64.b64encode(pair).decode(), base64.urlsafe_b64encode(pair).decode()):
+        forms += [encoded, encoded.rstrip("=")]
+    return tuple(dict.fromkeys(forms))
+
+
+def secret_forms(url: str | None = None, api_key: str | None = None) -> tuple[str, ...]:
+    """What ``redact_secrets`` must remove besides the usual shapes, for a backend reached at
+    ``url`` with ``api_key``: the key (as is and in base64) and the URL's credentials
+    (``url_secrets``), longest first, none shorter than ``MIN_SECRET_CHARS``."""
+    import base64
+
+    forms = list(url_secrets(url))
+    if api_key:
+        encoded = base64.b64encode(api_key.encode()).decode()
+        forms += [api_key, encoded, encoded.rstrip("=")]
+    return tuple(sorted({f for f in forms if len(f) >= MIN_SECRET_CHARS}, key=len, reverse=True))
+
+
+def redact_secrets(text: str, extra: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` (a backend's error message, a reply hopqa relays) with every credential-shaped
+    token replaced by ``***``: the credentials of URLs (``redact_credentials``), each literal
+    secret of ``extra`` (``secret_forms``: the configured key, a URL's password, their base64),
+    the value of an ``Authorization`` / ``X-Api-Key`` header, ``Bearer <token>`` and ``Basic
+    <base64>``, ``sk-...`` keys, and ``name=value`` / ``"name": "value"`` where the name says
+    it is a credential (``key``, ``api_key``, ``token``, ``password``, ...).
+
+    ``Incorrect API key provided: Bearer sk-abc123def`` -> ``Incorrect API key provided: Bearer ***``.
+    """
+    text = redact_credentials(text)
+    for secret in sorted((s for s in extra if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = _HEADER_VALUE.sub(r"\g<head>\g<sep>***", text)
+    text = _SCHEME_TOKEN.sub(r"\g<scheme> ***", text)
+    text = _SECRET_KEY.sub("sk-***", text)
+    return _NAMED_VALUE.sub(_redact_named, text)
+
+
+def without_url_credentials(url: str) -> str:
+    """``url`` without its ``user:password@`` part (``http://u:p@host/v1`` -> ``http://host/v1``)."""
+    return _URL_CREDENTIALS.sub(r"\g<scheme>", url, count=1)

@@ -6,22 +6,26 @@ being answered (both found through context variables set by ``Method.answer``). 
 thread pool through ``hopqa.trace.submit`` keeps that context, so concurrent sub-steps (samples, sibling
 sub-questions) land in the right place of the right trace.
 
-Cancellation: inside ``with cancellable(event):`` (a ``threading.Event``; the evaluation runner
-sets it on Ctrl-C or when it must stop) every LLM and retrieval call through these wrappers first
-checks the event and raises ``Cancelled`` once it is set, in every thread the work was handed
-to. The call in flight finishes; nothing new starts. ``Method.answer`` returns such an answer
-with ``cancelled=True`` (its trace says where it stopped), and the runner records none of them.
+Cancellation (the signal itself lives in ``hopqa.cancel``, re-exported here): inside
+``with cancellable(event):`` (a ``threading.Event``; the evaluation runner sets it on Ctrl-C or
+when it must stop, the HTTP service when a job times out or is cancelled) every LLM and
+retrieval call through these wrappers first checks the event and raises ``Cancelled`` once it
+is set, in every thread the work was handed to; nothing new starts, and a backend request in
+flight is aborted by the backend (the OpenAI-compatible one shuts its connection, the embedded
+one stops between tokens). ``Method.answer`` returns such an answer with ``cancelled=True`` (its
+trace says where it stopped), and the runner records none of them.
 """
 
 from __future__ import annotations
 
 import contextvars
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# the cancellation signal, re-exported (``from hopqa.runtime import Cancelled, cancellable`` keeps working)
+from hopqa.cancel import Cancelled, cancellable, check_cancelled, current_cancel_event  # noqa: F401
 from hopqa.llm.base import (
     Generation,
     GenerationRequest,
@@ -34,29 +38,6 @@ from hopqa.trace import current_step
 from hopqa.types import Passage, Usage
 
 _usage: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("hopqa_usage", default=None)
-_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("hopqa_cancel", default=None)
-
-
-class Cancelled(Exception):
-    """The work was cancelled (module docstring): raised by the next LLM or retrieval call."""
-
-
-@contextmanager
-def cancellable(event: threading.Event) -> Iterator[threading.Event]:
-    """Make ``event`` the cancellation signal of the calls made inside the block (and of the
-    work they hand to pools through ``hopqa.trace.submit``)."""
-    token = _cancel.set(event)
-    try:
-        yield event
-    finally:
-        _cancel.reset(token)
-
-
-def check_cancelled() -> None:
-    """Raise ``Cancelled`` if the current cancellation signal is set."""
-    event = _cancel.get()
-    if event is not None and event.is_set():
-        raise Cancelled("stopped before this call")
 
 #: How much of a prompt / output the trace keeps (characters). Full text is kept by default.
 MAX_TRACE_CHARS = 20000

@@ -2,7 +2,7 @@
 
 Keyed by the model's identity plus the full request (prompt or messages, n, temperature,
 top_p, max_tokens, stop, logprobs, seed) — see ``hopqa.llm.base.request_key``. Stored with
-``diskcache`` (SQLite underneath), which is safe under concurrent threads and processes. A
+``diskcache`` (SQLite underneath), which is safe under concurrent processes. A
 cached result comes back with ``cached=True``; usage accounting then counts the call as a
 cache hit with zero tokens. Sampling at temperature > 0 is cached too (per seed), which makes
 evaluations reproducible; pass a different ``seed`` or ``--no-cache`` for fresh samples.
@@ -15,17 +15,30 @@ returned all the same, writes stop for the rest of the run, and one warning name
 and the cause: ``the response cache at PATH cannot be written (disk full): answering without
 caching``. An entry that cannot be read (a damaged database or file) counts as a miss, with one
 warning the same way; the fresh answer then replaces it if the cache can be written.
+
+One connection, whatever the threads: ``diskcache`` opens a SQLite connection per calling thread
+and closes it only when the garbage collector finds it, so a service that answers each request
+on a new thread piled up open files (two per thread: the database and its write-ahead log) and
+memory until it hit the process's file limit. Every operation of a ``ResponseCache`` therefore
+runs on the cache's own worker thread (``_run``): one connection per cache and process, however
+many threads call it, closed by ``close()``. Callers wait for their turn (an operation takes
+microseconds; a write waits for the database lock like any SQLite write), and what an
+operation raises is raised in the caller, where it becomes a miss or stops the writes as above.
+A process forked from one that used the cache starts a worker of its own; a thread still
+working while the interpreter exits (when pools take no new work) uses the store directly.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import pickle
 import sqlite3
 import threading
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,7 +80,8 @@ def store_problem(exc: BaseException) -> str:
 
 class ResponseCache:
     """A directory of cached responses (thread- and process-safe) that never fails a call (see
-    the module docstring): ``get`` answers None and ``set`` does nothing when the store fails."""
+    the module docstring): ``get`` answers None and ``set`` does nothing when the store fails.
+    Every operation runs on the cache's one worker thread, over its one SQLite connection."""
 
     def __init__(self, directory: str | Path, size_limit_gb: float = 4.0) -> None:
         self.directory = Path(directory)
@@ -76,29 +90,49 @@ class ResponseCache:
         #: Writes stopped after a failure (module docstring).
         self.writable = True
         self._db: diskcache.Cache | None = None
+        #: The worker thread (made on first use) and the process it belongs to (module docstring).
+        self._worker: ThreadPoolExecutor | None = None
+        self._worker_pid = 0
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._db = diskcache.Cache(str(self.directory), size_limit=int(size_limit_gb * 2**30), timeout=60)
+            self._db = self._run(diskcache.Cache, str(self.directory), size_limit=int(size_limit_gb * 2**30),
+                                 timeout=60)
         except STORE_ERRORS as exc:  # a cache that cannot even be opened: answer without one
             self.writable = False
             self._warn("opened", exc, "answering without caching")
 
+    def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` run on the cache's worker thread (so that the store keeps one
+        connection, module docstring); its result, or what it raised, here."""
+        with self._lock:
+            if self._worker is None or self._worker_pid != os.getpid():  # first use, after close, or forked
+                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hopqa-cache")
+                self._worker_pid = os.getpid()
+            worker = self._worker
+        try:
+            future = worker.submit(fn, *args, **kwargs)
+        except RuntimeError:  # the interpreter is exiting (pools take no new work): run it here
+            return fn(*args, **kwargs)
+        return future.result()
+
     def get(self, key: str) -> dict[str, Any] | None:
         """The entry under ``key``, or None (also when it cannot be read: one warning)."""
-        if self._db is None:
+        db = self._db
+        if db is None:
             return None
         try:
-            return self._db.get(key)
+            return self._run(lambda: db.get(key))
         except (*STORE_ERRORS, *ENTRY_ERRORS) as exc:
             self._warn("read", exc, "answering without it")
             return None
 
     def set(self, key: str, value: dict[str, Any]) -> None:
         """Store ``value`` under ``key`` unless writes stopped; a failure stops them (one warning)."""
-        if not self.writable or self._db is None:
+        db = self._db
+        if not self.writable or db is None:
             return
         try:
-            self._db.set(key, value)
+            self._run(lambda: db.set(key, value))
         except STORE_ERRORS as exc:
             self.writable = False
             self._warn("written", exc, "answering without caching")
@@ -124,15 +158,27 @@ class ResponseCache:
                       UserWarning, stacklevel=4)
 
     def __len__(self) -> int:
-        return len(self._db) if self._db is not None else 0
+        db = self._db
+        return self._run(lambda: len(db)) if db is not None else 0
 
     def clear(self) -> None:
-        if self._db is not None:
-            self._db.clear()
+        db = self._db
+        if db is not None:
+            self._run(db.clear)
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
+        """Close the connection and end the worker thread (a later call opens them again)."""
+        db = self._db
+        with self._lock:
+            worker, self._worker = self._worker, None
+            if worker is None or self._worker_pid != os.getpid():
+                return
+        if db is not None:
+            try:
+                worker.submit(db.close).result()
+            except RuntimeError:  # the interpreter is exiting: its worker has stopped already
+                db.close()
+        worker.shutdown(wait=True)
 
 
 class CachedLLM(LLMWrapper):

@@ -41,6 +41,13 @@ evaluation runs in blocks of ``block`` tokens (``n_batch``) aligned to position 
 whole blocks that were evaluated that way are reused from the KV cache (``_reuse_blocks``):
 the numbers of a position then depend only on the tokens up to the end of its block, never on
 the history of the model. A repeated prompt re-evaluates at most its last partial block.
+
+Cancellation: inside ``hopqa.cancel.cancellable(event)`` generation stops between tokens once
+the event is set (``until_cancelled`` wraps llama-cpp-python's token generator: checked before
+each next token), the prompt's evaluation between its blocks (``_eval_blocks``: the same aligned
+blocks ``Llama.eval`` evaluates, so the numbers are the same), and scoring between continuation
+tokens;
+the call raises ``hopqa.cancel.Cancelled`` and nothing of it is returned or cached.
 """
 
 from __future__ import annotations
@@ -49,13 +56,14 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from hopqa.cancel import check_cancelled, current_cancel_event
 from hopqa.console import progress_bar
 from hopqa.llm.base import (
     GENERATE,
@@ -72,6 +80,8 @@ from hopqa.llm.base import (
     logprob_values,
     token_count,
 )
+
+T = TypeVar("T")
 
 QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 QWEN_PARTS = 22
@@ -354,11 +364,14 @@ class LlamaCppLLM(LLMBase):
             rows = np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)
             return _log_softmax_pick(rows, tokens[start:])
         # Without logits_all only the last row is kept: feed the continuation token by token.
+        cancel = current_cancel_event()
+        self._eval_blocks(tokens, self._whole_blocks(start), cancel)
         llm.eval(tokens[llm.n_tokens:start])
         self._canonical = self._whole_blocks(start)
         values = []
         n_vocab = llm.n_vocab()
         for i in range(start, len(tokens)):
+            check_cancelled(cancel)
             last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,))
             row = np.asarray(last, dtype=np.float64)[None, :]
             values.extend(_log_softmax_pick(row, [tokens[i]]))
@@ -393,13 +406,48 @@ class LlamaCppLLM(LLMBase):
         prompt = list(tokens)
         self._reuse_blocks(prompt, limit=len(prompt))
         self._canonical = self._whole_blocks(len(prompt))
-        return self._llama_generate(prompt, *args, **kwargs)
+        cancel = current_cancel_event()
+        self._eval_blocks(prompt, self._whole_blocks(len(prompt) - 1), cancel)
+        return until_cancelled(self._llama_generate(prompt, *args, **kwargs), cancel)
+
+    def _eval_blocks(self, tokens: list[int], end: int, cancel: threading.Event | None) -> None:
+        """Evaluate ``tokens`` up to ``end`` (a block boundary) one aligned block at a time,
+        checking ``cancel`` before each, as ``Llama.eval`` would evaluate them (the same blocks:
+        the numbers are the same); nothing to do without a cancellation signal."""
+        if cancel is None:
+            return
+        llm = self._llm
+        while llm.n_tokens < end:
+            check_cancelled(cancel)
+            llm.eval(tokens[llm.n_tokens: min(end, llm.n_tokens + self.config.block)])
 
     def close(self) -> None:
         try:
             self._llm.close()
         except Exception:  # pragma: no cover
             pass
+
+
+def until_cancelled(tokens: Iterable[T], event: threading.Event | None) -> Iterator[T]:
+    """``tokens`` one by one, raising ``hopqa.cancel.Cancelled`` before asking for the first
+    (llama.cpp then evaluates the prompt) and each next one (it samples the next token) once
+    ``event`` is set; the generator underneath is closed then. ``tokens`` itself without an event."""
+    if event is None:
+        yield from tokens
+        return
+    it = iter(tokens)
+    try:
+        while True:
+            check_cancelled(event)
+            try:
+                token = next(it)
+            except StopIteration:
+                return
+            yield token
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
 
 
 def _log_softmax_pick(rows: np.ndarray, token_ids: list[int]) -> list[float]:

@@ -53,6 +53,30 @@ and is not part of the cache key. Servers that need no key get the placeholder `
 Credentials in the URL (``http://user:password@host/v1``) are redacted from the backend's name,
 its identity (the cache key) and every error message, and no library exception that could
 print the URL is chained under its errors.
+
+Which credential is sent: exactly one ``Authorization`` header. An API key, when one is given,
+wins, as with the ``openai`` client: it is sent as ``Authorization: Bearer KEY`` and the URL's
+``user:password`` is then left out of the requests (``endpoint()``), never sent as ``Basic``.
+Without a key, credentials in the URL are sent as ``Authorization: Basic base64(user:password)``
+(a reverse proxy with basic authentication) and no Bearer placeholder. Without either, the
+placeholder ``Bearer EMPTY``.
+
+What the server says is relayed redacted: a server may echo the request's credentials in its
+error message (``Incorrect API key provided: Bearer sk-...``). Every message of an error this
+backend raises, and every detail of a reply it quotes, goes through
+``hopqa.config.redact_secrets`` first: ``Bearer``/``Basic`` credentials, ``Authorization``
+header values, ``sk-...`` keys, ``key=``/``token=``/``password=``-like values, and the literal
+API key, URL password and their base64 forms (``hopqa.config.secret_forms``) become ``***``.
+The trace and the HTTP service show these messages, never the server's own text.
+
+Cancellation: inside ``hopqa.cancel.cancellable(event)`` a request in flight is aborted within
+``CANCEL_POLL_SECONDS`` of the event being set, whether it is waiting for the reply's headers or
+reading its body: a watcher shuts the socket of the connection the request is using (every
+connection of the client reports its reads and writes to the request using it:
+``track_connections``), the server sees the connection closed, and the call raises
+``hopqa.cancel.Cancelled`` (not retried, not an ``LLMError``, never cached); a wait between
+retries ends at once too. The event is read in the calling thread (``LLMBase.map`` hands it to
+its pool with the context).
 """
 
 from __future__ import annotations
@@ -71,7 +95,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import unquote_plus
 
-from hopqa.config import FALSE_WORDS, TRUE_WORDS, redact_credentials
+from hopqa.cancel import Cancelled, check_cancelled, current_cancel_event
+from hopqa.config import (
+    FALSE_WORDS,
+    TRUE_WORDS,
+    redact_credentials,
+    redact_secrets,
+    secret_forms,
+    without_url_credentials,
+)
 from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
@@ -210,28 +242,77 @@ def body_limit(n: int, max_tokens: int) -> int:
 
 
 class _Bound:
-    """The deadline (``time.monotonic``) and byte limit of the request being made."""
+    """The deadline (``time.monotonic``) and byte limit of the request being made, and what
+    aborting it needs: the connection it is using now (``use``) and whether it was aborted."""
 
     def __init__(self, seconds: float, max_bytes: int) -> None:
         self.deadline = time.monotonic() + seconds
         self.max_bytes = max_bytes
+        #: The network stream the request last read or wrote (``_TrackedBackend``).
+        self.stream: Any = None
+        #: ``abort`` was called: the request's connection is shut, its reply is not an answer.
+        self.aborted = False
+        self._lock = threading.Lock()
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
+    def use(self, stream: Any) -> None:
+        """The request reads or writes ``stream`` now; shut at once if the request was aborted."""
+        with self._lock:
+            self.stream = stream
+            aborted = self.aborted
+        if aborted:
+            _shut(stream)
+
+    def abort(self) -> None:
+        """Shut the request's connection (the read or write waiting on it fails at once, the
+        server sees the connection closed) and every one it uses from now on."""
+        with self._lock:
+            self.aborted = True
+            stream = self.stream
+        if stream is not None:
+            _shut(stream)
+
+
+def _shut(stream: Any) -> None:
+    """Shut the socket of an httpcore network stream both ways (waking a read blocked on it)."""
+    try:
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):  # closed already, or no socket to shut
+        pass
+
 
 #: The bound of the request the current thread is making (the SDK's client is synchronous: the
-#: hooks and the body reader run in the thread that called it).
+#: hooks, the network reads and writes and the body reader run in the thread that called it).
 _bound = threading.local()
+#: How often a request in flight looks at its cancellation signal (seconds).
+CANCEL_POLL_SECONDS = 0.05
 
 
 @contextmanager
-def _bounded(seconds: float, max_bytes: int) -> Iterator[None]:
-    _bound.value = _Bound(seconds, max_bytes)
+def _bounded(seconds: float, max_bytes: int, cancel: threading.Event | None = None) -> Iterator[_Bound]:
+    """The bound of one request made in the block; with ``cancel``, a watcher aborts the
+    request (``_Bound.abort``) within ``CANCEL_POLL_SECONDS`` of the event being set."""
+    bound = _Bound(seconds, max_bytes)
+    _bound.value = bound
+    done = threading.Event()
+    if cancel is not None:
+        threading.Thread(target=_watch, args=(cancel, done, bound), name="hopqa-cancel-watch", daemon=True).start()
     try:
-        yield
+        yield bound
     finally:
+        done.set()
         _bound.value = None
+
+
+def _watch(cancel: threading.Event, done: threading.Event, bound: _Bound) -> None:
+    while not done.wait(CANCEL_POLL_SECONDS):
+        if cancel.is_set():
+            bound.abort()
+            return
 
 
 def _too_large(limit: int, how: str) -> _BadReply:
@@ -276,7 +357,83 @@ def bounded_http_client(openai: Any) -> Any:
 
     client = openai.DefaultHttpxClient(event_hooks={"request": [on_request], "response": [on_response]})
     http = sys.modules[next(c.__module__ for c in type(client).__mro__ if c.__name__ == "Client").partition(".")[0]]
+    track_connections(client)
     return client
+
+
+def track_connections(client: Any) -> int:
+    """Make every connection ``client`` opens report its reads and writes to the bound of the
+    request using it (``_Bound.use``), so that a cancelled request can shut its own connection
+    whether the reply's headers came or not. httpx keeps its connection pools (httpcore's
+    ``ConnectionPool``, one per transport) behind private attributes: the network backend of each
+    pool found is wrapped; how many were is returned (0: requests in flight cannot be aborted,
+    only the next one is stopped; the tests check that it is not 0)."""
+    transports = [getattr(client, "_transport", None), *(getattr(client, "_mounts", None) or {}).values()]
+    wrapped = 0
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is None or isinstance(backend, _TrackedBackend):
+            continue
+        core = sys.modules[type(pool).__module__.partition(".")[0]]
+        pool._network_backend = _TrackedBackend(backend, _tracked_stream_class(core))
+        wrapped += 1
+    return wrapped
+
+
+class _TrackedBackend:
+    """An httpcore network backend whose streams report their use (``track_connections``)."""
+
+    def __init__(self, inner: Any, stream_class: type) -> None:
+        self._inner = inner
+        self._stream_class = stream_class
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        return self._stream_class(self._inner.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+        return self._stream_class(self._inner.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+@functools.cache
+def _tracked_stream_class(core: Any) -> type:
+    """``TrackedStream`` for the connection library ``core`` (httpcore or httpcore2: a stream
+    must be its ``NetworkStream``)."""
+
+    class TrackedStream(core.NetworkStream):  # type: ignore[name-defined,misc]
+        """A network stream that tells the current request's bound it is in use."""
+
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        @staticmethod
+        def _note(stream: Any) -> None:
+            bound = getattr(_bound, "value", None)
+            if bound is not None:
+                bound.use(stream)
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            self._note(self)
+            return self._inner.read(max_bytes, timeout)
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._note(self)
+            self._inner.write(buffer, timeout)
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> Any:
+            return TrackedStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    return TrackedStream
 
 
 @functools.cache
@@ -297,12 +454,7 @@ def _bounded_body_class(http: Any) -> type:
 
         def _expire(self) -> None:
             self._expired.set()
-            try:
-                sock = self._network_stream.get_extra_info("socket") if self._network_stream is not None else None
-                if sock is not None:
-                    sock.shutdown(socket.SHUT_RDWR)
-            except (OSError, AttributeError):  # closed already, or no socket to shut
-                pass
+            _shut(self._network_stream)
 
         def _timeout(self) -> Exception:
             return http.ReadTimeout("the reply was not read whole before the request's deadline")
@@ -374,6 +526,8 @@ class OpenAICompatibleLLM(LLMBase):
         self.name = f"openai:{config.model}" + (f"@{redact_credentials(config.base_url)}" if config.base_url else "")
         self.max_concurrency = config.concurrency
         self._url_has_credentials = bool(config.base_url) and redact_credentials(config.base_url) != config.base_url
+        #: The literal secrets (and their base64) to redact from what the server says (``_redact``).
+        self._secrets = secret_forms(config.base_url, config.api_key)
         caps = {GENERATE}
         if config.native_n:
             caps.add(NATIVE_N)
@@ -400,7 +554,7 @@ class OpenAICompatibleLLM(LLMBase):
                 import openai
 
                 client = openai.OpenAI(
-                    base_url=self.config.base_url,
+                    base_url=self.endpoint(),
                     api_key=self.config.api_key or "EMPTY",
                     timeout=self.config.timeout,
                     max_retries=0,  # hopqa retries itself, with a clear error at the end
@@ -409,6 +563,18 @@ class OpenAICompatibleLLM(LLMBase):
                 )
                 self._made = (openai, client)
             return self._made
+
+    def endpoint(self) -> str | None:
+        """The base URL requests go to. One ``Authorization`` is sent (module docstring, "Which
+        credential is sent"): with an API key, the URL's credentials are left out of it."""
+        url = self.config.base_url
+        if url and self.config.api_key and self._url_has_credentials:
+            return without_url_credentials(url)
+        return url
+
+    def _redact(self, text: str) -> str:
+        """``text`` (from the server, or about its reply) without any credential (module docstring)."""
+        return redact_secrets(text, self._secrets)
 
     @property
     def _openai(self) -> Any:
@@ -441,12 +607,13 @@ class OpenAICompatibleLLM(LLMBase):
         replies. Raises ``LLMError`` naming the endpoint (credentials redacted) and the last cause."""
         o = self._openai
         attempts = self.config.retries + 1
+        cancel = current_cancel_event()
         last: Exception | None = None
         what = ""
         for attempt in range(attempts):
+            check_cancelled(cancel)
             try:
-                with _bounded(self.config.timeout, max_bytes):
-                    resp = fn(**kwargs)
+                resp = self._attempt(fn, max_bytes, cancel, kwargs)
                 return read(resp)
             except o.APITimeoutError as exc:
                 last, what = exc, f"no reply within {self.config.timeout:g} s"
@@ -457,20 +624,25 @@ class OpenAICompatibleLLM(LLMBase):
                     last, what = exc, "cannot connect to the server"
             except o.APIStatusError as exc:
                 if "response_format" in kwargs and any(word in str(exc).lower() for word in FORMAT_WORDS):
-                    raise RequestRefused(f"{self.name}: the server refused the response_format (HTTP "
-                                         f"{exc.status_code}): {_short(exc)}", exc.status_code,
-                                         format_refused=True) from self._cause(exc)
+                    raise RequestRefused(self._redact(f"{self.name}: the server refused the response_format (HTTP "
+                                                      f"{exc.status_code}): {_short(exc, secrets=self._secrets)}"),
+                                         exc.status_code, format_refused=True) from self._cause(exc)
                 if not (exc.status_code >= 500 or exc.status_code in (408, 409, 429)):
-                    raise RequestRefused(f"{self.name}: the server refused the request (HTTP {exc.status_code}): "
-                                   f"{_short(exc)}{_refusal_hint(exc.status_code)}",
-                                   exc.status_code) from self._cause(exc)
+                    raise RequestRefused(self._redact(f"{self.name}: the server refused the request (HTTP "
+                                                      f"{exc.status_code}): {_short(exc, secrets=self._secrets)}"
+                                                      f"{_refusal_hint(exc.status_code)}"),
+                                         exc.status_code) from self._cause(exc)
                 last, what = exc, f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
             except (json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError) as exc:
                 last, what = exc, "malformed JSON response"
             except _BadReply as exc:
                 last, what = exc, exc.what
             if attempt + 1 < attempts:
-                time.sleep(self.config.backoff * (2**attempt) * (1 + 0.1 * random.random()))
+                pause = self.config.backoff * (2**attempt) * (1 + 0.1 * random.random())
+                if cancel is None:
+                    time.sleep(pause)
+                elif cancel.wait(pause):
+                    raise Cancelled(f"{self.name}: cancelled while waiting to retry") from None
         if isinstance(last, _BadReply) and last.hint:
             hint = last.hint
         elif isinstance(last, (_BadReply, json.JSONDecodeError, UnicodeDecodeError, o.APIResponseValidationError)):
@@ -481,10 +653,26 @@ class OpenAICompatibleLLM(LLMBase):
         if isinstance(last, _BadReply):
             cause = f" ({last.detail})" if last.detail else ""
         else:
-            cause = f" ({type(last).__name__}: {_short(last)})"
-        raise LLMError(
+            cause = f" ({type(last).__name__}: {_short(last, secrets=self._secrets)})"
+        raise LLMError(self._redact(
             f"{self.name}: {what} after {attempts} attempt{'s' if attempts > 1 else ''}{cause}; {hint}"
-        ) from self._cause(last)
+        )) from self._cause(last)
+
+    def _attempt(self, fn: Callable[..., Any], max_bytes: int, cancel: threading.Event | None,
+                 kwargs: dict[str, Any]) -> Any:
+        """``fn(**kwargs)``: one request, bounded (module docstring) and aborted when ``cancel``
+        is set while it is in flight: its connection is shut and ``Cancelled`` raised (never an
+        ``LLMError``, never retried, never a reply)."""
+        with _bounded(self.config.timeout, max_bytes, cancel) as bound:
+            try:
+                resp = fn(**kwargs)
+            except Exception:
+                if bound.aborted:
+                    raise Cancelled(f"{self.name}: the request in flight was aborted (cancelled)") from None
+                raise
+        if bound.aborted:  # the reply was read whole, but from a connection shut under it: not trusted
+            raise Cancelled(f"{self.name}: the request in flight was aborted (cancelled)")
+        return resp
 
     def _cause(self, exc: BaseException | None) -> BaseException | None:
         """The exception to chain under an ``LLMError``: none when the endpoint URL holds
@@ -554,7 +742,7 @@ class OpenAICompatibleLLM(LLMBase):
         def read(resp: Any) -> Generation:
             usage = _field(resp, "usage")
             return Generation(
-                completions=[_read_choice(c, request.logprobs) for c in _choices(resp)],
+                completions=[_read_choice(c, request.logprobs, self._secrets) for c in _choices(resp, self._secrets)],
                 prompt_tokens=token_count(_field(usage, "prompt_tokens")),
                 completion_tokens=token_count(_field(usage, "completion_tokens")),
                 seconds=time.perf_counter() - t0,
@@ -573,18 +761,18 @@ class OpenAICompatibleLLM(LLMBase):
         prompt = context + continuation
 
         def read(resp: Any) -> LogLikelihood:
-            lp = _field(_choices(resp)[0], "logprobs")
+            lp = _field(_choices(resp, self._secrets)[0], "logprobs")
             echoed = [_field(lp, name) for name in ("tokens", "token_logprobs", "text_offset")]
             if any(x is None for x in echoed):  # not malformed: the server does not echo (not retried)
                 raise LLMError(f"{self.name}: the server returned no echo logprobs; it cannot score continuations "
                                "(remove ?loglikelihood=echo from the LLM spec)")
             if not all(isinstance(x, list) for x in echoed):
-                raise _BadReply("echo logprobs that are not lists", _short(lp, 120))
+                raise _BadReply("echo logprobs that are not lists", _short(lp, 120, self._secrets))
             tokens, values = [], []
             for tok, val, off in zip(*echoed):
                 if not isinstance(tok, str) or isinstance(off, bool) or not isinstance(off, int):
                     raise _BadReply("echo logprobs with a token that is not text or an offset that is not a "
-                                    "whole number", _short((tok, off), 120))
+                                    "whole number", _short((tok, off), 120, self._secrets))
                 if off >= len(context) and val is not None:
                     tokens.append(tok)
                     values.append(_logprob(val))
@@ -617,33 +805,34 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _choices(resp: Any) -> list[Any]:
-    """The choices of a completion object; ``_BadReply`` unless there is at least one."""
+def _choices(resp: Any, secrets: tuple[str, ...] = ()) -> list[Any]:
+    """The choices of a completion object; ``_BadReply`` unless there is at least one (its
+    detail shows the reply, ``secrets`` redacted: ``_short``)."""
     if isinstance(resp, (str, bytes)):  # the SDK returns the body as text when it is not JSON
-        raise _BadReply("a response that is not JSON", _short(resp, 80))
+        raise _BadReply("a response that is not JSON", _short(resp, 80, secrets))
     choices = _field(resp, "choices")
     if choices is None or not isinstance(choices, list):
-        raise _BadReply("a response without choices", _short(resp, 120))
+        raise _BadReply("a response without choices", _short(resp, 120, secrets))
     if not choices:
         raise _BadReply("empty choices")
     return choices
 
 
-def _read_choice(choice: Any, want_logprobs: bool) -> Completion:
+def _read_choice(choice: Any, want_logprobs: bool, secrets: tuple[str, ...] = ()) -> Completion:
     """A chat choice as a ``Completion``, its token log-probabilities (``logprobs.content``)
     read only when asked for; ``_BadReply`` when the choice has no message (missing, null, not
     an object), content that is neither text nor null, or log-probabilities that are not numbers."""
     message = _field(choice, "message")
     if message is None or isinstance(message, (str, bytes, int, float, list)):
-        raise _BadReply("a choice without a message", _short(choice, 120))
+        raise _BadReply("a choice without a message", _short(choice, 120, secrets))
     content = _field(message, "content")
     if content is not None and not isinstance(content, str):
-        raise _BadReply("a message whose content is not text", _short(content, 120))
+        raise _BadReply("a message whose content is not text", _short(content, 120, secrets))
     tokens = values = None
     entries = _field(_field(choice, "logprobs"), "content") if want_logprobs else None
     if entries is not None:
         if not isinstance(entries, list) or not all(isinstance(_field(c, "token"), str) for c in entries):
-            raise _BadReply("token log-probabilities without their tokens", _short(entries, 120))
+            raise _BadReply("token log-probabilities without their tokens", _short(entries, 120, secrets))
         tokens = [_field(c, "token") for c in entries]
         try:
             values = logprob_values([_field(c, "logprob") for c in entries])
@@ -670,7 +859,9 @@ def _refusal_hint(status: int) -> str:
     return ""
 
 
-def _short(exc: object, limit: int = 300) -> str:
-    """One line of at most ``limit`` characters, credentials in URLs redacted, valid Unicode."""
-    text = mend_text(redact_credentials(" ".join(str(exc).split())))[0]
+def _short(exc: object, limit: int = 300, secrets: tuple[str, ...] = ()) -> str:
+    """One line of at most ``limit`` characters, valid Unicode, with every credential redacted
+    (``hopqa.config.redact_secrets``: credential-shaped tokens and the literal ``secrets``)
+    before it is cut, so no part of a secret is left at the cut."""
+    text = mend_text(redact_secrets(" ".join(str(exc).split()), secrets))[0]
     return text if len(text) <= limit else text[:limit] + "..."
