@@ -27,7 +27,22 @@ is ``field(default=60.0, metadata={"above": 0})``.
 Errors are ``OptionError`` (a ``ValueError`` carrying the option's ``name``) with one-line
 messages a caller may wrap: ``option k must be at least 1, not 0``, ``option temperature must
 be between 0.0 and 2.0, not 7.0``, ``option k must be a whole number, not 'x'``, ``unknown
-option 'retires' (did you mean 'retries'?); known options: concurrency, timeout, retries``.
+option 'retires' (did you mean 'retries'?); known options: concurrency, timeout, retries``. A
+whole number under its low bound is told that bound alone (a count's ``at least 1``, not its
+distant ceiling); any other value out of range, the whole range.
+
+A list of numbers: a ``str`` field with ``metadata["items"] = "int"`` holds whole numbers
+separated by commas (ToR's ``widths="5,3,3"``), each checked against the field's range as an
+``int`` field's value is (``numbers_of`` gives them).
+
+Resources: a field whose value names something outside the process (a file, a directory, a
+model, a URL) says so with ``metadata["resource"]`` = ``"dataset"`` (a registered dataset or a
+question file), ``"directory"``, ``"model"`` or ``"url"`` (``RESOURCE_KINDS``);
+``resource_fields`` lists a class's. Nothing here restricts their values (the CLI and the Python
+API take paths); a caller that must not let its client reach files (the HTTP service) takes only
+names from an allow-list, never a path: ``path_reason`` says why a text is not a plain name
+(``/``, ``\\``, ``..``, ``~``, a drive letter, a URL scheme, a control character; a model may
+be a Hugging Face name ``OWNER/MODEL``, its one ``/`` between two plain parts).
 
 ``check_value`` checks a value, ``convert`` turns text into a checked value, ``from_strings``
 builds (or updates a copy of) a dataclass from ``(name, text)`` pairs; each takes the caller's
@@ -42,6 +57,7 @@ import difflib
 import functools
 import math
 import numbers
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -57,6 +73,11 @@ NONE_WORDS = ("", "none", "null")
 
 Kind = Literal["bool", "int", "float", "str", "choice", "any"]
 _KINDS: dict[Any, Kind] = {bool: "bool", int: "int", float: "float", str: "str"}
+#: What a resource field names (``metadata["resource"]``; module docstring).
+RESOURCE_KINDS = ("dataset", "directory", "model", "url")
+_URL_SCHEME = re.compile(r"^(file|https?|ftps?|data|s3|gs|hf|ssh|sftp|smb|jar|zip|unix)\s*:", re.IGNORECASE)
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_HUB_PART = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
 
 class OptionError(ValueError):
@@ -80,6 +101,8 @@ class _Field:
     choices: tuple[Any, ...] = ()  # of a Literal, without None
     range: Range | None = None  # metadata["range"]
     above: float | None = None  # metadata["above"]
+    resource: str | None = None  # metadata["resource"]
+    items: bool = False  # metadata["items"] == "int": comma-separated whole numbers
 
 
 def _describe_field(f: dataclasses.Field[Any], annotation: Any) -> _Field:
@@ -96,8 +119,11 @@ def _describe_field(f: dataclasses.Field[Any], annotation: Any) -> _Field:
     elif len(rest) == 1 and rest[0] in _KINDS:
         kind = _KINDS[rest[0]]
     bounds = f.metadata.get("range")
+    resource = f.metadata.get("resource")
+    if resource is not None and resource not in RESOURCE_KINDS:
+        raise ValueError(f"field {f.name}: resource must be one of {', '.join(RESOURCE_KINDS)}, not {resource!r}")
     return _Field(f.name, kind, optional, choices, (bounds[0], bounds[1]) if bounds is not None else None,
-                  f.metadata.get("above"))
+                  f.metadata.get("above"), resource, kind == "str" and f.metadata.get("items") == "int")
 
 
 @functools.cache
@@ -111,6 +137,59 @@ def field_kind(cls: type, name: str) -> Kind:
     """What the field ``name`` of the dataclass ``cls`` holds: ``bool``, ``int``, ``float``,
     ``str``, ``choice`` (a ``Literal``) or ``any`` (not checked); ``OptionError`` if unknown."""
     return _field(cls, name).kind
+
+
+def resource_fields(cls: type) -> dict[str, str]:
+    """The resource fields of the dataclass ``cls`` (module docstring), name -> what each names
+    (``dataset``, ``directory``, ``model``, ``url``), in field order."""
+    return {f.name: f.resource for f in _fields(cls).values() if f.resource is not None}
+
+
+def path_reason(text: str, kind: str = "") -> str | None:
+    """Why ``text`` is not a plain name but could reach a file, a directory or a host (``None``
+    when it is a plain name): a ``/`` or ``\\``, ``..``, ``~``, a drive letter, a URL scheme,
+    a control character (NUL included). For ``kind="model"`` one ``/`` between two plain parts
+    (a Hugging Face name ``OWNER/MODEL``) is a name. Looks at the text only, never at files."""
+    if not isinstance(text, str):
+        return "it is not text"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "it holds a control character"
+    if ".." in text:
+        return "it holds '..'"
+    if "~" in text:
+        return "it holds '~'"
+    if "\\" in text:
+        return "it holds '\\'"
+    if _URL_SCHEME.match(text) or "://" in text:
+        return "it is a URL"
+    if _DRIVE.match(text):
+        return "it starts with a drive letter"
+    if "/" in text:
+        parts = text.split("/")
+        if not (kind == "model" and len(parts) == 2 and all(_HUB_PART.match(p) for p in parts)):
+            return "it holds '/'"
+    return None
+
+
+def numbers_of(cls: type, name: str, value: Any) -> list[float]:
+    """The numbers the field ``name`` of ``cls`` holds as ``value``: ``[value]`` for an ``int`` or
+    ``float`` field, each number of a list field (``metadata["items"]``), else ``[]`` (``None``,
+    text that is not such a list)."""
+    f = _field(cls, name)
+    if f.kind in ("int", "float") and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return [value]
+    if f.items and isinstance(value, str):
+        return list(_items(value))
+    return []
+
+
+def _items(text: str) -> list[int]:
+    """The whole numbers of a comma-separated list (spaces ignored, empty items skipped); ``[]``
+    when an item is not a whole number of at most 18 ASCII digits."""
+    words = [w for w in text.replace(" ", "").split(",") if w]
+    if not all(w.isascii() and w.isdigit() and len(w) <= 18 for w in words):
+        return []
+    return [int(w) for w in words]
 
 
 def unknown_option(name: str, known: Iterable[str]) -> OptionError:
@@ -143,7 +222,7 @@ def _bounds(f: _Field, ranges: Mapping[str, Range] | None, default_int_range: Ra
     declared = _declared(f, ranges)
     if declared is not None:
         return declared
-    return default_int_range if f.kind == "int" else (None, None)
+    return default_int_range if f.kind == "int" or f.items else (None, None)
 
 
 def _describe_range(low: float | None, high: float | None, above: float | None) -> str:
@@ -176,6 +255,12 @@ def check_value(cls: type, name: str, value: Any, *, ranges: Mapping[str, Range]
         raise OptionError(f"option {name} must be text, not {value!r}", name)
     if f.kind == "choice" and not any(type(value) is type(c) and value == c for c in f.choices):
         raise OptionError(f"option {name} must be one of {', '.join(map(repr, f.choices))}, not {value!r}", name)
+    if f.items:
+        low, high = _bounds(f, ranges, default_int_range)
+        items = _items(value)
+        if not items or any((low is not None and n < low) or (high is not None and n > high) for n in items):
+            raise OptionError(f"option {name} must be whole numbers separated by commas, each "
+                              f"{_describe_range(low, high, None)}, not {value!r}", name)
     if f.kind in ("int", "float"):
         low, high = _bounds(f, ranges, default_int_range)
         above = f.above
@@ -183,6 +268,8 @@ def check_value(cls: type, name: str, value: Any, *, ranges: Mapping[str, Range]
             low = None  # the exclusive bound replaces the inclusive one
         if (low is not None and value < low) or (high is not None and value > high) \
                 or (above is not None and value <= above):
+            if f.kind == "int" and low is not None and value < low:
+                high = None  # a count below its low: what it lacks ("at least 1")
             raise OptionError(f"option {name} must be {_describe_range(low, high, above)}, not {value!r}", name)
 
 

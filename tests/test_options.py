@@ -109,7 +109,7 @@ def test_none_among_the_choices_of_a_literal_makes_it_optional():
 # -- check_value: ranges ------------------------------------------------------------------------
 @pytest.mark.parametrize("name, value, message", [
     ("count", -1, "option count must be at least 0, not -1"),  # default_int_range
-    ("k", 1, "option k must be between 2 and 8, not 1"),  # the field's metadata range
+    ("k", 1, "option k must be at least 2, not 1"),  # the field's metadata range (a whole number: its low)
     ("k", 9, "option k must be between 2 and 8, not 9"),
     ("temperature", 7.0, "option temperature must be between 0.0 and 2.0, not 7.0"),
     ("temperature", -0.1, "option temperature must be between 0.0 and 2.0, not -0.1"),
@@ -229,7 +229,7 @@ def test_from_strings_updates_a_copy_of_base():
 
 def test_from_strings_stops_at_the_first_bad_pair():
     e = error(from_strings, Opts, [("k", "4"), ("k", "1"), ("count", "x")])
-    assert e.name == "k" and str(e) == "option k must be between 2 and 8, not 1"
+    assert e.name == "k" and str(e) == "option k must be at least 2, not 1"
     assert "at least 1" in str(error(from_strings, Opts, [("count", "0")], ranges={"count": (1, None)}))
 
 

@@ -28,8 +28,16 @@ the converter the LLM specs use too), whenever a config is made or changed
 field, a finite number for a ``float``, ``true``/``false`` for a ``bool``, one of the choices
 for a ``Literal``) and, for a number, its range: ``field(metadata={"range": (low, high)})`` on
 the field if given, else ``OPTION_RANGES`` by field name (one table for every method: a name
-means the same in each), else whole numbers must be at least 0. ``parse_option`` turns the
-text of ``--set KEY=VALUE`` into the field's type and checks it.
+means the same in each), else whole numbers take ``DEFAULT_INT_RANGE`` (0 to 10,000). Every
+range is finite, so no option can ask for work without end (``max_steps=10**9``); a service
+caps them tighter still (``hopqa.server.settings``). ``parse_option`` turns the text of
+``--set KEY=VALUE`` into the field's type and checks it.
+
+Resources: an option naming a dataset, a directory, a model or a URL is marked
+``field(metadata={"resource": "dataset" | "directory" | "model" | "url"})``
+(``hopqa.options.resource_fields`` lists them): HGOT's ``bootstrap_dataset`` and
+``demo_cache``, LeapQuery's ``rerank``. The CLI and the Python API take paths there; the HTTP
+service takes only names the operator allows (``hopqa.server.jobs``).
 """
 
 from __future__ import annotations
@@ -54,33 +62,35 @@ class MethodError(ValueError):
     """Bad input to a method (empty or huge question, missing retriever, bad option)."""
 
 
-#: Allowed values of numeric options by field name: ``(low, high)``, both inclusive, ``None`` for
-#: no bound. Counts of something a method does or uses at least once are >= 1; counts that may
-#: be 0 say so. A field's own ``metadata={"range": ...}`` takes precedence.
+#: Allowed values of numeric options by field name: ``(low, high)``, both inclusive. Counts of
+#: something a method does or uses at least once are >= 1; counts that may be 0 say so. Every
+#: bound is finite: the high is the most a method could sensibly use (a model's output, a page of
+#: passages, a loop that should have ended), not a service's budget (``hopqa serve --cap`` sets
+#: tighter ones). A field's own ``metadata={"range": ...}`` takes precedence.
 OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
     # at least one
-    "k": (1, None),  # passages per retrieval (HGOT: passages infer keeps)
-    "probe_k": (1, None),  # passages an HGOT probe retrieves
-    "max_tokens": (1, None),  # tokens per generated answer or step
-    "document_tokens": (1, None),  # tokens per generated document (GenRead, Self-DC)
-    "n_documents": (1, None),  # generated documents (GenRead)
-    "samples": (1, None),  # sampled thoughts per step (HGOT)
-    "iterations": (1, None),  # retrieval-generation rounds (Iter-RetGen)
-    "max_steps": (1, None),  # reasoning steps (IRCoT, ReAct, Self-Ask, HGOT plan)
-    "max_levels": (1, None),  # sub-question levels (GenSco)
-    "stop_from_level": (1, None),  # first level the STOP test is applied at (GenSco)
-    "max_paragraphs": (1, None),  # paragraphs kept (IRCoT)
-    "max_subquestions": (1, None),  # sub-questions per decomposition (Self-DC)
-    "max_passage_words": (1, None),  # words shown per passage
-    "scorer_passage_words": (1, None),
-    "total_passage_words": (1, None),  # words of all passages in a prompt
-    "observation_sentences": (1, None),  # sentences per observation (ReAct)
-    "bootstrap_examples": (1, None),  # training examples run to bootstrap demonstrations (HGOT)
+    "k": (1, 1000),  # passages per retrieval (HGOT: passages infer keeps)
+    "probe_k": (1, 1000),  # passages an HGOT probe retrieves
+    "max_tokens": (1, 32768),  # tokens per generated answer or step
+    "document_tokens": (1, 32768),  # tokens per generated document (GenRead, Self-DC)
+    "n_documents": (1, 64),  # generated documents (GenRead)
+    "samples": (1, 64),  # sampled thoughts per step (HGOT)
+    "iterations": (1, 100),  # retrieval-generation rounds (Iter-RetGen)
+    "max_steps": (1, 100),  # reasoning steps (IRCoT, ReAct, Self-Ask, HGOT plan)
+    "max_levels": (1, 100),  # sub-question levels (GenSco)
+    "stop_from_level": (1, 100),  # first level the STOP test is applied at (GenSco)
+    "max_paragraphs": (1, 1000),  # paragraphs kept (IRCoT)
+    "max_subquestions": (1, 50),  # sub-questions per decomposition (Self-DC, LeapQuery)
+    "max_passage_words": (1, 10000),  # words shown per passage
+    "scorer_passage_words": (1, 10000),
+    "total_passage_words": (1, 100000),  # words of all passages in a prompt
+    "observation_sentences": (1, 100),  # sentences per observation (ReAct)
+    "bootstrap_examples": (1, 100000),  # training examples run to bootstrap demonstrations (HGOT)
     # zero allowed
-    "shots": (0, None),  # few-shot demonstrations per prompt (0: zero-shot)
-    "num_demos": (0, None),  # bootstrapped demonstrations per prompt (HGOT)
-    "depth": (0, None),  # decomposition depth limit (0: answer without decomposing)
-    "seed": (0, None),
+    "shots": (0, 64),  # few-shot demonstrations per prompt (0: zero-shot)
+    "num_demos": (0, 64),  # bootstrapped demonstrations per prompt (HGOT)
+    "depth": (0, 10),  # decomposition depth limit (0: answer without decomposing)
+    "seed": (0, 2**32 - 1),
     # sampling (the OpenAI API's ranges)
     "temperature": (0.0, 2.0),
     "document_temperature": (0.0, 2.0),
@@ -96,13 +106,15 @@ OPTION_RANGES: dict[str, tuple[float | None, float | None]] = {
     "plan_context_sigma": (0.0, 1.0),  # a passage score σ (HGOT's plan context)
     "parent_weight": (0.0, 1.0),  # discount of the query's own passages in HGOT's infer
 }
-#: The range of an ``int`` field found neither in its metadata nor in ``OPTION_RANGES``.
-DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, None)
+#: The range of an ``int`` field found neither in its metadata nor in ``OPTION_RANGES`` (a
+#: method defined outside hopqa; every built-in option declares its own,
+#: tests/test_option_ranges.py checks it).
+DEFAULT_INT_RANGE: tuple[float | None, float | None] = (0, 10000)
 
 
 def option_range(config_cls: type[MethodConfig], name: str) -> tuple[float | None, float | None] | None:
     """The allowed ``(low, high)`` of a numeric option: the field's ``metadata["range"]``, else
-    ``OPTION_RANGES``, else None (then whole numbers must be at least 0)."""
+    ``OPTION_RANGES``, else None (then whole numbers take ``DEFAULT_INT_RANGE``)."""
     return declared_range(config_cls, name, OPTION_RANGES)
 
 

@@ -274,19 +274,19 @@ class LeapQueryConfig(MethodConfig):
     #: Passages kept (the top-k the loop refines and the answer reads).
     k: int = 5
     #: Passages each verified sub-question retrieves.
-    l: int = field(default=3, metadata={"range": (1, None)})  # the paper's name
+    l: int = field(default=3, metadata={"range": (1, 100)})  # the paper's name
     #: Verification votes per sub-question (majority: more than half True).
-    votes: int = field(default=5, metadata={"range": (1, None)})
+    votes: int = field(default=5, metadata={"range": (1, 64)})
     vote_temperature: float = field(default=0.7, metadata={"range": (0.0, 2.0)})
-    max_iter: int = field(default=3, metadata={"range": (1, None)})
+    max_iter: int = field(default=3, metadata={"range": (1, 100)})
     max_subquestions: int = 3
     #: The reranker (``hopqa.retrieval.rerank.make_reranker``): ``auto`` (a cached cross-encoder,
     #: else ``llm``; resolved when the config is made, so the config holds what runs), ``llm``,
     #: ``hybrid`` (BM25 over the candidates + MiniLM cosine), ``bi-encoder`` (MiniLM cosine: no
     #: use behind dense retrieval, module docstring), or a cross-encoder model path / name.
-    rerank: str = DEFAULT_RERANK
+    rerank: str = field(default=DEFAULT_RERANK, metadata={"resource": "model"})
     max_passage_words: int = 120
-    gap_tokens: int = field(default=128, metadata={"range": (1, None)})
+    gap_tokens: int = field(default=128, metadata={"range": (1, 32768)})
     #: Tokens of the answer.
     max_tokens: int = 32
     seed: int = 0

@@ -175,10 +175,12 @@ class HGOTConfig(MethodConfig):
     demo_source: Literal["paper", "bootstrap"] = "paper"
     demo_selection: Literal["sampling", "knn"] = "sampling"
     num_demos: int = 2
-    bootstrap_dataset: str = "hotpotqa:train"
+    #: The training split bootstrapping runs on: a registered dataset ``NAME:SPLIT`` or a question file.
+    bootstrap_dataset: str = field(default="hotpotqa:train", metadata={"resource": "dataset"})
     bootstrap_examples: int = 20
     bootstrap_mode: Literal["official", "every-call"] = "official"
-    demo_cache: str = ""
+    #: Where bootstrapped runs are kept (empty: ``<home>/demos``).
+    demo_cache: str = field(default="", metadata={"resource": "directory"})
     seed: int = 0
     #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
     #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).

@@ -51,7 +51,7 @@ from hopqa.types import Passage
 @dataclass
 class CoRConfig(MethodConfig):
     k: int = 5
-    max_turns: int = field(default=3, metadata={"range": (1, None)})
+    max_turns: int = field(default=3, metadata={"range": (1, 100)})
     fusion: Fusion = "evidence"
     #: The brief analysis of the accepted chain (as ToR's): ``answer`` (§3.2, one call) or ``review``.
     analysis: Analysis = "answer"
@@ -59,10 +59,10 @@ class CoRConfig(MethodConfig):
     max_passage_words: int = 120
     #: Words of all the chain's paragraphs in a review prompt.
     total_passage_words: int = 1200
-    review_tokens: int = field(default=256, metadata={"range": (1, None)})
+    review_tokens: int = field(default=256, metadata={"range": (1, 32768)})
     max_tokens: int = 128
-    context_tokens: int | None = field(default=None, metadata={"range": (256, None)})
-    recall_k: int = field(default=15, metadata={"range": (1, None)})
+    context_tokens: int | None = field(default=None, metadata={"range": (256, 1048576)})
+    recall_k: int = field(default=15, metadata={"range": (1, 1000)})
     #: Structured outputs for the reviews (``hopqa.methods.structured``): ``auto`` where the backend
     #: can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
     structured: StructuredMode = "auto"

@@ -158,9 +158,9 @@ def parse_widths(text: str) -> tuple[int, ...]:
 
 @dataclass
 class ToRConfig(MethodConfig):
-    depth: int = field(default=3, metadata={"range": (1, None)})
+    depth: int = field(default=3, metadata={"range": (1, 10)})
     #: Children per level (comma-separated; the last repeats for deeper levels).
-    widths: str = "5,3,3"
+    widths: str = field(default="5,3,3", metadata={"items": "int", "range": (1, 100)})
     expansion: Expansion = "mpc"
     review: ReviewPrompt = "auto"
     fusion: Fusion = "evidence"
@@ -174,15 +174,15 @@ class ToRConfig(MethodConfig):
     #: Words shown per paragraph (a small model's context is short).
     max_passage_words: int = 120
     #: Tokens of a review, an MPC completion and the reader's (and an acceptance call's) response.
-    review_tokens: int = field(default=256, metadata={"range": (1, None)})
-    mpc_tokens: int = field(default=160, metadata={"range": (1, None)})
+    review_tokens: int = field(default=256, metadata={"range": (1, 32768)})
+    mpc_tokens: int = field(default=160, metadata={"range": (1, 32768)})
     max_tokens: int = 128
     #: The reader's context limit in tokens (None: the model's window, else 4096).
-    context_tokens: int | None = field(default=None, metadata={"range": (256, None)})
+    context_tokens: int | None = field(default=None, metadata={"range": (256, 1048576)})
     #: Paragraphs kept as the answer's passages, ranked by similarity to the response (Recall@15).
-    recall_k: int = field(default=15, metadata={"range": (1, None)})
+    recall_k: int = field(default=15, metadata={"range": (1, 1000)})
     #: Sibling reviews in flight at once (None: the backend's ``max_concurrency``).
-    concurrency: int | None = field(default=None, metadata={"range": (1, None)})
+    concurrency: int | None = field(default=None, metadata={"range": (1, 64)})
     #: Structured outputs for the reviews and MPC completions (``hopqa.methods.structured``): ``auto``
     #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
     structured: StructuredMode = "auto"
