@@ -604,6 +604,51 @@ def _loopback(host: str) -> bool:
         return False
 
 
+#: An API key shorter than this draws a warning from hopqa serve.
+MIN_KEY_CHARS = 16
+
+
+def _option_limits(allow: list[str] | None, caps: list[str] | None) -> tuple[dict[str, tuple[str, ...]],
+                                                                            dict[str, int]]:
+    """``hopqa serve``'s ``--allow-option NAME=VALUE[,VALUE]`` and ``--cap NAME=N``, in order,
+    over the service's defaults: ``(allowed names by option, caps by option)``. A listed value
+    must be a name (``hopqa.options.path_reason``), of a dataset or model option (a directory
+    takes none); ``NAME=`` empties an option's list (only the method's default is then taken);
+    ``--cap NAME=none`` lifts a cap (the method's range still holds). ``UsageError`` otherwise."""
+    from hopqa.options import path_reason
+    from hopqa.server.catalog import numeric_options, resource_options
+    from hopqa.server.settings import DEFAULT_OPTION_CAPS, default_allowed_names
+
+    allowed, capped = default_allowed_names(), dict(DEFAULT_OPTION_CAPS)
+    resources = resource_options() if allow else {}
+    for item in allow or []:
+        name, eq, text = (part.strip() for part in item.partition("="))
+        if not eq or name not in resources:
+            raise UsageError(f"--allow-option {item}: give NAME=VALUE with NAME one of {', '.join(resources)}")
+        if resources[name] == "directory":
+            raise UsageError(f"--allow-option {item}: {name} is a directory, which clients never set (the service "
+                             "keeps its files in its home)")
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        for value in values:
+            reason = path_reason(value, resources[name])
+            if reason is not None:
+                raise UsageError(f"--allow-option {item}: {value!r} is not a name ({reason}); clients may name "
+                                 "datasets and models, never paths: register a path-free name instead")
+        allowed[name] = tuple(dict.fromkeys([*allowed.get(name, ()), *values])) if values else ()
+    numeric = numeric_options() if caps else set()
+    for item in caps or []:
+        name, eq, text = (part.strip() for part in item.partition("="))
+        if not eq or name not in numeric:
+            raise UsageError(f"--cap {item}: give NAME=N with NAME a numeric method option ({', '.join(sorted(numeric))})")
+        if text.lower() == "none":
+            capped.pop(name, None)
+        elif text.isascii() and text.isdigit() and len(text) <= 18:
+            capped[name] = int(text)
+        else:
+            raise UsageError(f"--cap {item}: N must be a whole number of at least 0 (or none), not {text!r}")
+    return allowed, capped
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service (``hopqa.server``) with uvicorn until interrupted: the model and the
     default retriever are loaded once, at start; other retriever kinds on first use."""
@@ -613,9 +658,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not _loopback(args.host) and not key:
         raise UsageError(f"--host {args.host} serves other machines: set an API key ($HOPQA_API_KEY or --api-key) "
                          "or bind 127.0.0.1")
+    if key and len(key) < MIN_KEY_CHARS:
+        print(f"hopqa: warning: the API key has {len(key)} characters, under {MIN_KEY_CHARS}: easy to guess; make "
+              "one with python -c \"import secrets; print(secrets.token_urlsafe(32))\"", file=sys.stderr)
+    from hopqa.server.connections import default_max_connections, uvicorn_options
+    from hopqa.server.headers import trusted_hosts
+
+    try:
+        trusted_hosts(args.host, args.allowed_host or ())
+    except ValueError as exc:
+        raise UsageError(f"--allowed-host: {exc}") from None
     if args.runs is not None and not Path(args.runs).is_dir():
         raise UsageError(f"no runs directory at {args.runs} (hopqa eval writes runs into --out, default runs/)")
     runs = Path(args.runs) if args.runs is not None else (Path("runs") if Path("runs").is_dir() else None)
+    allowed_names, option_caps = _option_limits(args.allow_option, args.cap)  # before the model loads
     spec, source = _main_spec(args)
     retriever = _retriever(args)
     llm = _load_llm(spec, source, args)
@@ -629,14 +685,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = ServiceSettings(llm=llm, retriever_for=RetrieverCache(retriever, other_kind), runs_dir=runs,
                                api_key=key, max_queue=args.max_queue, timeout=args.timeout,
-                               llm_name=redact_credentials(spec), home=Path(args.home) if args.home else None)
+                               allowed_names=allowed_names, option_caps=option_caps,
+                               llm_name=redact_credentials(spec), home=Path(args.home) if args.home else None,
+                               host=args.host, allowed_hosts=tuple(args.allowed_host or ()), docs=not args.no_docs)
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}"
-    print(f"hopqa: serving {settings.llm_name} over {retriever.name} at {where} (the page at /, the API at /docs; "
+    docs = "/docs" if settings.docs else "/openapi.json"
+    print(f"hopqa: serving {settings.llm_name} over {retriever.name} at {where} (the page at /, the API at {docs}; "
           f"runs: {runs if runs is not None else 'none, see --runs'}; key: {'required' if key else 'none'})",
           file=sys.stderr)
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info",
-                    timeout_graceful_shutdown=5)
+                    timeout_graceful_shutdown=5,
+                    **uvicorn_options(args.max_connections or default_max_connections(args.max_queue),
+                                      args.read_timeout))
     finally:
         llm.close()
     return 0
@@ -755,6 +816,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="requests admitted at once, running or waiting (default 8); more get 429")
     sv.add_argument("--timeout", type=_number(float, above=0), default=600.0,
                     help="seconds a request may take before it gets 504 (default 600)")
+    sv.add_argument("--allow-option", action="append", metavar="NAME=VALUE[,VALUE]",
+                    help="a name clients may give a method option that names a dataset or a model (repeatable), "
+                         "added to the defaults: bootstrap_dataset takes the registered datasets as NAME:SPLIT, "
+                         "rerank the built-in rerankers and known cross-encoders (GET /v1/methods lists them); "
+                         "never a path; NAME= (nothing) allows only the method's default")
+    sv.add_argument("--cap", action="append", metavar="NAME=N",
+                    help="the most a request may ask of a numeric method option, for every method that has it "
+                         "(repeatable; N or none; defaults such as max_tokens=1024, samples=8, votes=8, "
+                         "max_steps=16, depth=4: GET /v1/methods shows each option's cap)")
+    sv.add_argument("--allowed-host", action="append", metavar="NAME",
+                    help="a Host name the service answers to besides the address it is bound to (repeatable; "
+                         "*.example.org for subdomains); other names get 400. Set the public name behind a proxy")
+    sv.add_argument("--max-connections", type=COUNT, default=None,
+                    help="connections held at once (default 4 x --max-queue + 16); more get 503 at once")
+    sv.add_argument("--read-timeout", type=_number(float, above=0), default=10.0,
+                    help="seconds a client has to send a whole request, headers and body (default 10); "
+                         "then 408 and the connection is closed")
+    sv.add_argument("--no-docs", action="store_true", help="no API documentation page (/docs; /openapi.json stays)")
     sv.set_defaults(func=cmd_serve)
     return p
 

@@ -49,6 +49,7 @@ def retriever_for(search: ScriptedRetriever):
 
 def client(llm=None, **settings) -> TestClient:
     llm = llm if llm is not None else ScriptedLLM(replies=lambda request: "Stanley")
+    settings.setdefault("allowed_hosts", ("testserver",))  # TestClient's Host
     return TestClient(create_app(ServiceSettings(llm=llm, retriever_for=retriever_for(retriever()), **settings)))
 
 
@@ -252,7 +253,7 @@ def test_requests_run_together_on_a_model_that_serves_several_calls():
     assert [a["error"] for a in answers] == [None, None] and llm.max_in_flight == 2
 
 
-def test_a_timeout_is_504_and_the_slot_is_held_until_the_work_ends():
+def test_a_timeout_is_504_and_the_slot_is_held_until_the_call_in_flight_ends():
     blocking = Blocking()
     c = client(blocking.llm, timeout=0.3, max_queue=2)
     try:
@@ -273,7 +274,8 @@ def test_a_stream_that_times_out_ends_with_an_error_event():
         blocking.release()
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     got = events(r.text)
-    assert got[0][0] == "step" and got[-1][0] == "error" and got[-1][1]["status"] == 504
+    assert got[0][0] == "job" and got[0][1]["id"] == r.headers["x-hopqa-job"]
+    assert got[1][0] == "step" and got[-1][0] == "error" and got[-1][1]["status"] == 504
     assert "answer" not in [name for name, _ in got]
 
 
@@ -285,7 +287,8 @@ def test_a_stream_reports_each_step_as_it_happens_then_the_answer():
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     got = events(r.text)
     names = [name for name, _ in got]
-    assert names[-1] == "answer" and names.count("answer") == 1 and set(names[:-1]) == {"step"}
+    assert names[0] == "job" and names[-1] == "answer" and names.count("answer") == 1
+    assert set(names[1:-1]) == {"step"}
     answer = got[-1][1]
     assert answer["answer"] == "Stanley" and answer["error"] is None
     steps = [data for name, data in got if name == "step"]
@@ -337,11 +340,12 @@ def test_methods_lists_every_method_with_its_paper_and_options():
     assert by_name["direct"]["retrieves"] is False and by_name["ircot"]["retrieves"] is True
     assert all(m["doc"] for m in body["methods"])
     tor = {o["name"]: o for o in by_name["tor"]["options"]}
-    assert tor["widths"] == {"name": "widths", "type": "str", "kind": "str", "default": "5,3,3", "optional": False}
+    assert tor["widths"] == {"name": "widths", "type": "str", "kind": "str", "default": "5,3,3", "optional": False,
+                             "range": [1, 100], "items": "int", "cap": 5}  # the service's cap on each width
     assert tor["expansion"]["choices"] == ["direct", "cot", "mpc"] and tor["expansion"]["kind"] == "choice"
     assert tor["shots"]["range"] == [0, 3] and tor["context_tokens"]["type"] == "int | None"
     assert tor["context_tokens"]["optional"] is True
-    assert {o["name"]: o for o in by_name["ircot"]["options"]}["k"]["range"] == [1, None]
+    assert {o["name"]: o for o in by_name["ircot"]["options"]}["k"]["range"] == [1, 1000]
     gensco = {o["name"]: o for o in by_name["gensco-stop"]["options"]}
     assert gensco["variant"]["default"] == "stop"  # the preset's default
 

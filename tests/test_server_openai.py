@@ -227,7 +227,10 @@ def test_hopqa_serve_over_an_openai_compatible_backend(tmp_path):
     try:
         with Serve("--llm", f"openai:fake@{fake.url}", "--corpus", str(corpus), "--no-cache", cwd=tmp_path,
                    env=env) as served:
-            assert served.health["llm"] == f"openai:fake@{fake.url}"
+            assert served.health == {"status": "ok"}  # a client without the key learns no more
+            health = urllib.request.Request(f"{served.url}/healthz", headers={"Authorization": f"Bearer {KEY}"})
+            with urllib.request.urlopen(health, timeout=10) as response:
+                assert json.load(response)["llm"] == f"openai:fake@{fake.url}"
             chat = openai.OpenAI(base_url=f"{served.url}/v1", api_key=KEY, max_retries=0)
             reply = chat.chat.completions.create(model="hopqa/retrieve-then-read",
                                                  messages=[{"role": "user", "content": "Which is the seat of Mountrail"}])

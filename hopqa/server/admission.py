@@ -8,10 +8,9 @@ admitted request holds a ``Ticket``; its work runs in a thread of its own throug
 ``Ticket.run``, which waits for one of ``concurrency`` turns (1 on a model that serves one call
 at a time, as the embedded llama.cpp model does: requests then run one after the other instead
 of interleaving their calls and all finishing late), runs, and frees the slot when the work
-really ends. A request whose client gave up (a timeout, a closed stream) cannot stop a thread
-that is running: its slot stays taken until the method returns, so the queue never admits more
-work than the machine is doing. A request that gave up while still waiting (``Ticket.cancel``)
-is skipped when its turn comes.
+really ends: the queue never admits more work than the machine is doing. A request that gave
+up while still waiting (``Ticket.cancel``) is skipped when its turn comes; running work is
+stopped by its job (``hopqa.server.jobs.Job.cancel``) and frees its slot when it returns.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The HTTP service: ``create_app(ServiceSettings) -> FastAPI`` (``hopqa serve`` runs it with uvicorn).
 
-Endpoints (OpenAPI docs at ``/docs``; README "HTTP service" has examples):
+Endpoints (OpenAPI docs at ``/docs``, Swagger UI served from this service, unless
+``ServiceSettings.docs`` is off; the schema at ``/openapi.json``; README "HTTP service" has
+examples):
 
 - ``POST /v1/answer`` ``{question, method, options, k, retriever, stream}``: the answer as
   ``hopqa ask --json`` prints it (``Answer.to_dict()``); a method's own failure is the answer's
@@ -15,7 +17,13 @@ Endpoints (OpenAPI docs at ``/docs``; README "HTTP service" has examples):
   (``hopqa.server.runs``).
 - ``GET /v1/models``, ``POST /v1/chat/completions``: OpenAI-compatible
   (``hopqa.server.openai_compat``).
-- ``GET /healthz``: ``{"status": "ok", "llm", "queue": {"pending", "running", "max"}}``.
+- ``GET /v1/jobs``, ``GET /v1/jobs/{id}``, ``DELETE /v1/jobs/{id}``: the answering jobs (running,
+  waiting, and the last ones that ended, with their answers and traces, cancelled ones too), and
+  cancelling one (``hopqa.server.service``). Every answer names its job in the header
+  ``X-Hopqa-Job`` (a stream also in its first event, ``event: job``); a cancelled request gets
+  409 (a stream: an ``error`` event with status 409).
+- ``GET /healthz``: ``{"status": "ok", "llm", "queue": {"pending", "running", "max"}}``; with a
+  key set, a client without it gets ``{"status": "ok"}`` alone.
 - ``GET /``: the web page (``hopqa/server/static/index.html``, a placeholder until it exists);
   ``/static/...``: its files.
 
@@ -23,12 +31,20 @@ Safety. With an API key, every ``/v1`` request must carry it, as ``Authorization
 or as the cookie ``hopqa_key`` (for the page; a cookie is taken only from a same-origin
 request: no ``Origin`` header or one naming this host, and no cross-site ``Sec-Fetch-Site``),
 compared in constant time (``hmac.compare_digest``); else 401. The key is never logged or
-echoed. ``/healthz``, ``/docs`` and the page are open. Limits, each an error naming it: a body
+echoed. ``/healthz`` (its status only), ``/docs`` and the page are open. Every request must name
+this service in its ``Host`` (else 400) and every response carries security headers
+(``hopqa.server.headers``); connections are capped and timed by ``hopqa serve``
+(``hopqa.server.connections``). Limits, each an error naming it: a body
 over ``max_body_bytes`` is a 413 (by its ``Content-Length`` and by the bytes actually
 received), an empty question or one over ``max_question_chars`` a 422, ``k`` outside
 ``1..max_k`` a 422, a full queue a 429 with ``Retry-After``, no answer within ``timeout``
-seconds a 504 (``hopqa.server.admission`` / ``hopqa.server.jobs``: the work goes on to its end
-in its thread and holds its queue slot until then). Errors of hopqa's endpoints are
+seconds a 504. A timeout, a client that disconnects (the answer's or the stream's) and ``DELETE
+/v1/jobs/{id}`` cancel the job: it stops at its next LLM or retrieval call, a backend request in
+flight is aborted, and its queue slot is freed (``hopqa.server.service``). A body whose text is
+not Unicode (a lone surrogate, ``"\\ud800"``) or a number JSON cannot hold (``1e400``) is a 422
+before any work. A failure tells its kind, a message and an error id, never a traceback (which
+the server logs under that id: ``hopqa.server.errors``); a stream that fails after it began
+always ends with an ``error`` event. Errors of hopqa's endpoints are
 ``{"detail": message}`` (FastAPI's own request checks: ``{"detail": [problems]}``); those of the
 OpenAI-compatible ones are OpenAI's ``{"error": {"message", "type", "param", "code"}}``. Model
 output is only ever returned inside JSON (``application/json`` bodies, JSON ``data:`` lines of
@@ -45,7 +61,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -55,10 +71,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hopqa.config import VERSION
+from hopqa.server.errors import failure, public_record
+from hopqa.server.headers import SecurityHeaders, TrustedHosts, trusted_hosts
 from hopqa.server.jobs import Done, Job, Plan, RequestError, json_text, prepare
 from hopqa.server.runs import Filters, RunNotFound
 from hopqa.server.schemas import AnswerOut, AnswerRequest, ErrorOut, HealthOut
-from hopqa.server.service import Service, ServiceError
+from hopqa.server.service import JOB_HEADER, ClientGone, Service, ServiceError
 from hopqa.server.settings import ServiceSettings
 
 __all__ = ["ServiceSettings", "create_app"]
@@ -76,7 +94,7 @@ PLACEHOLDER = """<!doctype html>
 </body></html>
 """
 
-_ERRORS: dict[int, Any] = {status: {"model": ErrorOut} for status in (401, 404, 413, 422, 429, 504)}
+_ERRORS: dict[int, Any] = {status: {"model": ErrorOut} for status in (401, 404, 409, 413, 422, 429, 504)}
 
 
 def create_app(settings: ServiceSettings) -> FastAPI:
@@ -84,11 +102,13 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     from hopqa.server.openai_compat import router as openai_router
 
     service = Service(settings)
-    app = FastAPI(title="hopqa", version=VERSION,
+    app = FastAPI(title="hopqa", version=VERSION, docs_url=None, redoc_url=None,
                   description="Retrieval-augmented multi-hop question answering: answers with their reasoning "
                               "traces, the methods, evaluation runs, and an OpenAI-compatible chat endpoint.")
     app.state.service = service
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(TrustedHosts, allowed=trusted_hosts(settings.host, settings.allowed_hosts))
+    app.add_middleware(SecurityHeaders)  # the outermost: on every response, the refusals too
     _add_error_handlers(app)
     check_key = key_checker(settings.api_key)
 
@@ -97,18 +117,39 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     @v1.post("/answer", response_model=None, responses={200: {"model": AnswerOut, "description": "the answer; "
                                                               "with stream: text/event-stream"}, **_ERRORS},
              summary="Answer a question (hopqa ask --json)")
-    async def answer(body: AnswerRequest) -> Response:
+    async def answer(body: AnswerRequest, request: Request) -> Response:
         plan = _plan(service, body.question, body.method, body.options, body.k, body.retriever)
         job = service.start(plan, stream=body.stream)
         try:
-            await service.built(job)
+            await service.built(job, request)
             if not body.stream:
-                done = await service.finish(job)
-                return Response(done.text, media_type="application/json")
+                done = await service.finish(job, request)
+                return Response(done.text, media_type="application/json", headers={JOB_HEADER: job.id})
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the job is cancelled
         except BaseException:
             job.abandon()
             raise
-        return EventSourceResponse(_answer_events(service, job), ping=settings.ping_seconds)
+        return EventSourceResponse(_answer_events(service, job), ping=settings.ping_seconds,
+                                   headers={JOB_HEADER: job.id})
+
+    @v1.get("/jobs", summary="The jobs running or waiting, and the last ones that ended")
+    async def jobs() -> Response:
+        return JSONResponse({"jobs": service.jobs()})
+
+    @v1.get("/jobs/{job_id}", summary="One job: its state and, once it ended, its answer and trace",
+            responses={404: {"model": ErrorOut}})
+    async def job_of(job_id: str) -> Response:
+        job = service.job(job_id)
+        found = {**job.summary(), "answer": job.result}
+        return Response(await run_in_threadpool(json_text, found), media_type="application/json")
+
+    @v1.delete("/jobs/{job_id}", summary="Cancel a job: it stops at its next LLM or retrieval call",
+               responses={404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
+    async def cancel_job(job_id: str) -> Response:
+        job = service.cancel(job_id)
+        return JSONResponse({**job.summary(), "state": "cancelling" if not job.finished.is_set() else job.state},
+                            status_code=202)
 
     @v1.get("/methods", summary="The methods, their papers and options")
     async def methods() -> Response:
@@ -122,7 +163,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                           below: float | None, above: float | None, offset: int, limit: int,
                           id: str | None) -> Response:
         if id is not None:
-            record = await run_in_threadpool(service.runs.record, run, method, id)
+            record = public_record(await run_in_threadpool(service.runs.record, run, method, id))
             return Response(await run_in_threadpool(json_text, {"record": record}), media_type="application/json")
         if (below is not None or above is not None) and not metric:
             raise ServiceError(422, "below= and above= need metric=NAME (e.g. metric=f1&below=0.5)")
@@ -148,9 +189,15 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.include_router(v1)
     app.include_router(openai_router(service), prefix="/v1", dependencies=[Depends(check_key)])
 
-    @app.get("/healthz", response_model=HealthOut, summary="Liveness, the model, the queue")
-    async def healthz() -> dict[str, Any]:
+    @app.get("/healthz", response_model=HealthOut, response_model_exclude_none=True,
+             summary="Liveness; the model and the queue for a client with the key (or without a key set)")
+    async def healthz(request: Request) -> dict[str, Any]:
+        if not carries_key(request, settings.api_key):
+            return {"status": "ok"}
         return service.health()
+
+    if settings.docs:
+        _add_docs(app)
 
     @app.get("/", include_in_schema=False)
     async def page() -> Response:
@@ -173,15 +220,21 @@ def _plan(service: Service, question: Any, method: str | None, options: dict[str
 
 
 async def _answer_events(service: Service, job: Job) -> AsyncIterator[dict[str, str]]:
-    """The events of a streamed ``/v1/answer`` (module docstring)."""
+    """The events of a streamed ``/v1/answer`` (module docstring): ``job`` (its id) first; a
+    failure of any kind ends the stream with an ``error`` event."""
     try:
+        yield {"event": "job", "data": json_text({"id": job.id})}
         async for item in service.steps(job):
             if isinstance(item, Done):
                 yield {"event": "answer", "data": item.text}
             else:
                 yield {"event": "step", "data": item}
     except ServiceError as exc:
-        yield {"event": "error", "data": json_text({"status": exc.status, "detail": exc.message})}
+        yield {"event": "error", "data": json_text({"status": exc.status, "detail": exc.message, "code": exc.code})}
+    except Exception as exc:  # noqa: BLE001 - the stream has begun: the client is told, the log has the rest
+        detail = failure(exc, f"{job.id} stream: ")
+        yield {"event": "error", "data": json_text({"status": 500, "detail": f"{detail['kind']}: {detail['message']}",
+                                                    "code": "internal_error", "id": detail["id"]})}
     finally:
         job.abandon()
 
@@ -207,6 +260,19 @@ def key_checker(key: str | None) -> Any:
                            headers={"WWW-Authenticate": "Bearer"}, code="invalid_api_key")
 
     return check
+
+
+def carries_key(request: Request, key: str | None) -> bool:
+    """Whether ``request`` would pass ``key_checker(key)`` (always, without a key): ``/healthz``
+    shows the model and the queue only then."""
+    if not key:
+        return True
+    secret = key.encode()
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret):
+        return True
+    cookie = request.cookies.get(KEY_COOKIE)
+    return cookie is not None and hmac.compare_digest(cookie.encode(), secret) and _same_origin(request)
 
 
 def _same_origin(request: Request) -> bool:
@@ -253,8 +319,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        if not is_openai_path(request.url.path):
-            return await request_validation_exception_handler(request, exc)
+        if not is_openai_path(request.url.path):  # FastAPI's shape, its inputs made JSON-safe (k: 1e400 is inf)
+            return Response(json_text({"detail": jsonable_encoder(exc.errors())}), status_code=422,
+                            media_type="application/json")
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
                              for e in exc.errors())
         return error_response(request.url.path, 400, f"invalid request: {problems}", code="invalid_value")
@@ -263,6 +330,32 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RunNotFound, run_not_found)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
+
+
+# -- the API documentation ------------------------------------------------------------------------
+def _add_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) with its script and style served from ``/docs/assets`` (the copies
+    the ``fastapi-offline`` package ships), never from a CDN: it works offline and loads nothing
+    from a third party. No ``/redoc``: ReDoc's bundle fetches its logo from its CDN. Without that
+    package, no docs page (the schema stays at ``/openapi.json``)."""
+    try:
+        import fastapi_offline
+    except ImportError:
+        return
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    assets = "/docs/assets"
+    app.mount(assets, StaticFiles(directory=Path(fastapi_offline.__file__).parent / "static"), name="docs-assets")
+    openapi_url = app.openapi_url or "/openapi.json"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(openapi_url=root + openapi_url, title=f"{app.title} - Swagger UI",
+                                   swagger_js_url=f"{root}{assets}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{root}{assets}/swagger-ui.css",
+                                   swagger_favicon_url=f"{root}{assets}/favicon.png",
+                                   swagger_ui_parameters={"validatorUrl": None})
 
 
 # -- request bodies ---------------------------------------------------------------------------------

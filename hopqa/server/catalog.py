@@ -6,9 +6,16 @@ authors, year; ``null`` for the plain baselines), ``retrieves`` whether it takes
 and ``options`` its config fields in order, each ``{"name", "type", "kind", "default",
 "optional"}`` plus ``choices`` for a ``Literal`` field and ``range`` (``[low, high]``, ``null``
 for no bound) where one is declared (the field's metadata or the table of ranges by option name
-in ``hopqa.methods.base``). ``kind`` is ``hopqa.options``'s: ``bool``, ``int``, ``float``,
-``str``, ``choice`` or ``any``. Defaults are the name's preset's (``gensco-stop`` says
-``variant: "stop"``).
+in ``hopqa.methods.base``; every numeric option has one, finite; a list of numbers such as
+ToR's ``widths`` has its items' range and ``"items": "int"``). ``kind`` is ``hopqa.options``'s:
+``bool``, ``int``, ``float``, ``str``, ``choice`` or ``any``. Defaults are the name's preset's
+(``gensco-stop`` says ``variant: "stop"``). A resource option says what it names, ``"resource":
+"dataset" | "directory" | "model" | "url"``. Given the service's settings (``catalog(default,
+settings)``), an option the service caps has ``"cap"`` (``ServiceSettings.option_caps``) and a
+resource option lists the names a client may give it, ``"allowed"`` (empty for a directory).
+
+``resource_options`` and ``numeric_options`` name those options across every registered method
+(``hopqa serve`` checks its ``--allow-option`` and ``--cap`` against them).
 """
 
 from __future__ import annotations
@@ -19,7 +26,10 @@ import typing
 from typing import Any
 
 from hopqa.methods.base import METHODS, get_method_class, method_config, option_range
-from hopqa.options import field_kind
+from hopqa.options import field_kind, resource_fields
+
+if typing.TYPE_CHECKING:
+    from hopqa.server.settings import ServiceSettings
 
 #: The publication each method implements: title, first author's surname "et al." (or the
 #: authors), year. Titles as the papers print them.
@@ -70,11 +80,12 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def describe_options(name: str) -> list[dict[str, Any]]:
+def describe_options(name: str, settings: ServiceSettings | None = None) -> list[dict[str, Any]]:
     """The config fields of the method registered as ``name`` (module docstring)."""
     config_cls = get_method_class(name).Config
     defaults = method_config(name)
     hints = typing.get_type_hints(config_cls)
+    resources = resource_fields(config_cls)
     out = []
     for f in dataclasses.fields(config_cls):
         annotation = hints.get(f.name, Any)
@@ -85,14 +96,35 @@ def describe_options(name: str) -> list[dict[str, Any]]:
                                 "optional": type(None) in args or None in _choices(annotation)}
         if kind == "choice":
             item["choices"] = [c for c in _choices(annotation) if c is not None]
-        if kind in ("int", "float"):
+        numeric = kind in ("int", "float") or f.metadata.get("items") == "int"
+        if numeric:
             bounds = option_range(config_cls, f.name)
             if bounds is not None:
                 item["range"] = list(bounds)
             if f.metadata.get("above") is not None:
                 item["above"] = f.metadata["above"]
+            if f.metadata.get("items") is not None:
+                item["items"] = f.metadata["items"]
+            if settings is not None and f.name in settings.option_caps:
+                item["cap"] = settings.option_caps[f.name]
+        if f.name in resources:
+            item["resource"] = resources[f.name]
+            if settings is not None:
+                item["allowed"] = [] if resources[f.name] == "directory" else \
+                    list(settings.allowed_names.get(f.name, ()))
         out.append(item)
     return out
+
+
+def resource_options() -> dict[str, str]:
+    """Every resource option of every registered method, name -> what it names (imports them all)."""
+    return {key: what for name in METHODS for key, what in resource_fields(get_method_class(name).Config).items()}
+
+
+def numeric_options() -> set[str]:
+    """The names of every numeric option (a number or a list of numbers) of every registered method."""
+    return {f.name for name in METHODS for f in dataclasses.fields(get_method_class(name).Config)
+            if field_kind(get_method_class(name).Config, f.name) in ("int", "float") or f.metadata.get("items")}
 
 
 def _choices(annotation: Any) -> tuple[Any, ...]:
@@ -105,12 +137,13 @@ def _choices(annotation: Any) -> tuple[Any, ...]:
     return ()
 
 
-def describe_method(name: str) -> dict[str, Any]:
+def describe_method(name: str, settings: ServiceSettings | None = None) -> dict[str, Any]:
     cls = get_method_class(name)
     return {"name": name, "doc": METHODS.doc(name), "paper": paper(name), "retrieves": "retriever" in cls.components,
-            "options": describe_options(name)}
+            "options": describe_options(name, settings)}
 
 
-def catalog(default_method: str) -> dict[str, Any]:
-    """``{"default": the service's default method, "methods": [every method, by name]}``."""
-    return {"default": default_method, "methods": [describe_method(name) for name in sorted(METHODS)]}
+def catalog(default_method: str, settings: ServiceSettings | None = None) -> dict[str, Any]:
+    """``{"default": the service's default method, "methods": [every method, by name]}``; with
+    ``settings``, the service's caps and allowed names too (module docstring)."""
+    return {"default": default_method, "methods": [describe_method(name, settings) for name in sorted(METHODS)]}

@@ -28,15 +28,16 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from sse_starlette.sse import EventSourceResponse
 
 from hopqa.methods.base import METHODS, normalize_name
+from hopqa.server.errors import failure
 from hopqa.server.jobs import Done, Job, RequestError, json_text, prepare
 from hopqa.server.schemas import ChatMessage, ChatRequest, HopqaChatOptions
-from hopqa.server.service import Service, ServiceError
+from hopqa.server.service import JOB_HEADER, ClientGone, Service, ServiceError
 
 #: The prefix of hopqa's model names (``hopqa/ircot``).
 PREFIX = "hopqa/"
@@ -115,7 +116,7 @@ def router(service: Service) -> APIRouter:
 
     @api.post("/chat/completions", response_model=None,
               summary="OpenAI-compatible: answer the last user message with the model's method")
-    async def chat(body: ChatRequest) -> Response:
+    async def chat(body: ChatRequest, request: Request) -> Response:
         method = method_of(body.model)
         extras = body.hopqa or HopqaChatOptions()
         try:
@@ -126,15 +127,18 @@ def router(service: Service) -> APIRouter:
         name, cid, created = model_name(method), f"chatcmpl-{secrets.token_hex(12)}", int(time.time())
         job = service.start(plan)
         try:
-            await service.built(job)
+            await service.built(job, request)
             if not body.stream:
-                done = await service.finish(job)
+                done = await service.finish(job, request)
                 text = await run_in_threadpool(json_text, completion(done.data, name, cid, created))
-                return Response(text, media_type="application/json")
+                return Response(text, media_type="application/json", headers={JOB_HEADER: job.id})
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the job is cancelled
         except BaseException:
             job.abandon()
             raise
-        return EventSourceResponse(_chunks(service, job, name, cid, created), ping=service.settings.ping_seconds)
+        return EventSourceResponse(_chunks(service, job, name, cid, created), ping=service.settings.ping_seconds,
+                                   headers={JOB_HEADER: job.id})
 
     return api
 
@@ -151,5 +155,10 @@ async def _chunks(service: Service, job: Job, model: str, cid: str, created: int
     except ServiceError as exc:
         yield {"data": json_text({"error": {"message": exc.message, "type": "server_error" if exc.status != 504
                                             else "timeout_error", "param": None, "code": exc.code}})}
+    except Exception as exc:  # noqa: BLE001 - the stream has begun: the client is told, the log has the rest
+        detail = failure(exc, f"{job.id} chat stream: ")
+        yield {"data": json_text({"error": {"message": f"{detail['kind']}: {detail['message']} (error id "
+                                                       f"{detail['id']})", "type": "server_error", "param": None,
+                                            "code": "internal_error"}})}
     finally:
         job.abandon()

@@ -6,8 +6,10 @@ its ``method`` is the directory's name and its ``run`` the path of its parent re
 runs directory, ``/``-separated (``""`` for a method directory right in it). ``RunStore``:
 
 - ``runs()``: every run with its summary (``hopqa.evaluation.runner.summarize`` over the
-  records, as ``hopqa report`` computes it: ``n``, ``failed``, ``metrics``, ``cost``); a run
-  that cannot be read is left out, never an error;
+  records, as ``hopqa report`` computes it: ``n``, ``failed``, ``metrics``, ``cost``) and its
+  ``state`` (``run_state``: ``complete``, ``running``, or ``interrupted`` — a run killed or
+  stopped before it wrote its end marker, whatever its counts say); a run that cannot be read is
+  left out, never an error;
 - ``records(run, method, ...)``: the summary and the per-question records without their
   traces (``RECORD_FIELDS``), filtered: ``wrong`` (EM 0, or failed), ``failed`` (status not
   ``ok``), ``metric`` with ``below`` / ``above`` (strictly; records without the metric are
@@ -43,6 +45,45 @@ MAX_DEPTH = 4
 RECORD_FIELDS = ("id", "question", "gold", "prediction", "status", "error", "metrics", "usage")
 #: Results files whose summaries are kept in memory.
 CACHE_SIZE = 64
+
+
+def run_state(results: Path) -> str:
+    """``running`` while a ``hopqa eval`` holds the run's lock (``.lock``, taken with ``flock``:
+    the kernel drops it when the process dies), ``complete`` when the run's end marker
+    (``summary.json``, written last, after the results are compacted) is there and not older
+    than the results, else ``interrupted``: stopped or killed before its end (module docstring)."""
+    directory = results.parent
+    if _locked(directory / ".lock"):
+        return "running"
+    try:
+        ended = (directory / "summary.json").stat().st_mtime_ns
+        return "complete" if ended >= results.stat().st_mtime_ns else "interrupted"
+    except OSError:
+        return "interrupted"
+
+
+def _locked(path: Path) -> bool:
+    """Whether another process holds an exclusive ``flock`` on ``path`` (never when flock is
+    not to be had or the file cannot be opened for reading)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (Windows)
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 class RunNotFound(LookupError):
@@ -156,14 +197,15 @@ class RunStore:
                 summary = self._load(path).summary
             except (RunNotFound, OSError, ValueError, TypeError, KeyError, AttributeError):
                 continue  # unreadable, damaged, or leaving the directory: left out
-            found.append({"run": "" if run == "." else run, "method": rel.name, **summary})
+            found.append({"run": "" if run == "." else run, "method": rel.name, **summary, "state": run_state(path)})
         return found
 
     def records(self, run: str, method: str, filters: Filters, offset: int = 0, limit: int = 200) -> dict[str, Any]:
         """The summary of a run and its records (without traces) that pass ``filters``."""
         cached = self._read(run, method)
         kept = [r for r in cached.records if filters.keep(r)]
-        return {"run": run, "method": method, "summary": cached.summary, "total": len(kept), "offset": offset,
+        summary = {**cached.summary, "state": run_state(self.locate(run, method))}
+        return {"run": run, "method": method, "summary": summary, "total": len(kept), "offset": offset,
                 "limit": limit, "records": kept[offset: offset + limit]}
 
     def record(self, run: str, method: str, qid: str) -> dict[str, Any]:

@@ -11,12 +11,50 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hopqa.config import SURROGATE
 
 Kind = Literal["bm25", "dense", "hybrid"]
+#: How deep ``broken_text`` looks into a request's JSON (the body's nesting is bounded before).
+MAX_DEPTH = 64
 
 
-class AnswerRequest(BaseModel):
+def broken_text(value: Any, where: str = "body", depth: int = 0) -> str | None:
+    """Where in a request's JSON a text (or a key) holds a lone surrogate (``"\\ud800"``: text
+    that is not Unicode, which no model or file can take), else None."""
+    if isinstance(value, str):
+        return where if SURROGATE.search(value) else None
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and SURROGATE.search(key):
+                return f"{where} (a key)"
+            found = broken_text(item, f"{where}.{key}", depth + 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = broken_text(item, f"{where}[{i}]", depth + 1)
+            if found:
+                return found
+    return None
+
+
+class _Checked(BaseModel):
+    """A request refused (422) before any work when a text in it is not valid Unicode."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode(cls, data: Any) -> Any:
+        where = broken_text(data)
+        if where:
+            raise ValueError(f"{where} holds a lone surrogate (\\ud800-\\udfff): not valid Unicode text")
+        return data
+
+
+class AnswerRequest(_Checked):
     """``POST /v1/answer``: a question for a method (``hopqa ask`` over HTTP)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -48,7 +86,7 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(_Checked):
     """``POST /v1/chat/completions``: OpenAI's request; the last user message is the question."""
 
     model_config = ConfigDict(extra="allow")
@@ -80,9 +118,11 @@ class QueueOut(BaseModel):
 
 
 class HealthOut(BaseModel):
+    """``/healthz``: ``status`` for anyone; ``llm`` and ``queue`` only with the key (or without a key set)."""
+
     status: str
-    llm: str
-    queue: QueueOut
+    llm: str | None = None
+    queue: QueueOut | None = None
 
 
 class ErrorOut(BaseModel):

@@ -1487,7 +1487,7 @@
       const open = h("button", { type: "button", class: "run-open", text: "Open", "aria-label": `open ${r.run} ${r.method}` });
       open.addEventListener("click", () => openRun(r.run, r.method));
       return h("tr", { dataset: { run: r.run, method: r.method } },
-        h("td", { text: r.run || "(top level)" }), h("td", { text: r.method }), h("td", { class: "num", text: fmtNum(r.n) }),
+        h("td", { text: r.run || "(top level)" }), h("td", { text: r.method + (r.state && r.state !== "complete" ? ` (${r.state})` : "") }), h("td", { class: "num", text: fmtNum(r.n) }),
         h("td", { class: "num", text: fmtNum(metricOf(r, "em")) }), h("td", { class: "num", text: fmtNum(metricOf(r, "f1")) }),
         h("td", { class: "num", text: fmtNum(cost.llm_calls_per_q, 1) }), h("td", { class: "num", text: fmtNum(cost.seconds_per_q, 1) }),
         h("td", null, open));
