@@ -95,6 +95,8 @@ class TracedLLM(LLMWrapper):
             "cached": gen.cached,
             "seconds": round(time.perf_counter() - t0, 4),
         }
+        if gen.prompt_tokens_evaluated is not None:  # the rest came from the model's KV / prefix cache
+            record["prompt_tokens_evaluated"] = 0 if gen.cached else gen.prompt_tokens_evaluated
         if request.logprobs:
             record["logprobs"] = [c.logprobs for c in gen.completions]
         if gen.schema_ignored:
@@ -119,6 +121,8 @@ class TracedLLM(LLMWrapper):
                 "total": ll.total,
                 "token_logprobs": ll.token_logprobs,
                 "prompt_tokens": ll.prompt_tokens,
+                **({"prompt_tokens_evaluated": 0 if ll.cached else ll.prompt_tokens_evaluated}
+                   if ll.prompt_tokens_evaluated is not None else {}),
                 "cached": ll.cached,
                 "seconds": round(time.perf_counter() - t0, 4),
             },

@@ -332,6 +332,7 @@ def _embedded(out: dict, logits_all: bool = True):
     LLMBase.__init__(llm)
     llm._lock = threading.Lock()
     llm._grammars = {}
+    llm.prefix_cache, llm.evaluated_tokens, llm._prompt_evaluated, llm._canonical = None, 0, None, 0
     llm._llm = types.SimpleNamespace(create_chat_completion=lambda **kw: out)
     return llm
 

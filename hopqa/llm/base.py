@@ -189,6 +189,9 @@ class Generation:
     #: The request had a schema the backend could not apply (a server that refused every
     #: ``response_format``): the completions are free text.
     schema_ignored: bool = False
+    #: Prompt tokens the model actually evaluated (the rest came from its KV / prefix cache);
+    #: None when the backend cannot tell (a server).
+    prompt_tokens_evaluated: int | None = None
 
     @property
     def text(self) -> str:
@@ -217,6 +220,8 @@ class LogLikelihood:
     prompt_tokens: int = 0
     cached: bool = False
     seconds: float = 0.0
+    #: Tokens the model actually evaluated (``Generation.prompt_tokens_evaluated``); None: unknown.
+    prompt_tokens_evaluated: int | None = None
 
     @property
     def total(self) -> float:

@@ -80,6 +80,7 @@ from hopqa.llm.base import (
     logprob_values,
     token_count,
 )
+from hopqa.llm.prefix_cache import PrefixCache
 
 T = TypeVar("T")
 
@@ -169,6 +170,9 @@ class EmbeddedConfig:
     #: Constrain requests that carry a JSON schema with a grammar (``?structured=0``: declare
     #: no structured output, so methods use their free-text prompts).
     structured: bool = True
+    #: Memory for the KV state of earlier prompts' prefixes, in MiB (``hopqa.llm.prefix_cache``;
+    #: 0: only the last prompt's, as llama.cpp keeps it).
+    prefix_cache_mb: int = field(default=2048, metadata={"range": (0, 1_048_576)})
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -224,8 +228,16 @@ class LlamaCppLLM(LLMBase):
         self._grammars: dict[str, Any] = {}
         #: Positions [0, _canonical) of the KV cache were evaluated as whole aligned blocks.
         self._canonical = 0
+        #: The KV state of earlier prompts' prefixes (None: ``prefix_cache_mb=0``).
+        self.prefix_cache = PrefixCache(self.config.prefix_cache_mb << 20) if self.config.prefix_cache_mb else None
+        #: Tokens the model evaluated (prompts and generated tokens), over its life.
+        self.evaluated_tokens = 0
+        #: Of the current generation: tokens its prompt took to evaluate (set at its first token).
+        self._prompt_evaluated: int | None = None
         self._llama_generate = self._llm.generate
         self._llm.generate = self._generate_tokens  # type: ignore[method-assign]
+        self._llama_eval = self._llm.eval
+        self._llm.eval = self._eval_counted  # type: ignore[method-assign]
 
     def identity(self) -> dict[str, Any]:
         try:
@@ -273,6 +285,8 @@ class LlamaCppLLM(LLMBase):
         if request.schema is not None:
             common["grammar"] = self._grammar(request.schema)
         with self._lock:
+            self._prompt_evaluated = None
+            start = self.evaluated_tokens
             try:
                 if self.config.chat:
                     out = self._llm.create_chat_completion(
@@ -288,6 +302,8 @@ class LlamaCppLLM(LLMBase):
             except ValueError as exc:
                 raise LLMError(f"{self.name}: {exc} (n_ctx={self.config.n_ctx}); shorten the prompt "
                                "or raise n_ctx") from exc
+            self._remember()
+            evaluated = self._prompt_evaluated if self._prompt_evaluated is not None else self.evaluated_tokens - start
         choice = out["choices"][0]
         try:
             text, tokens, logprobs = self._read_choice(choice, chat=self.config.chat, stops=request.stop)
@@ -300,6 +316,7 @@ class LlamaCppLLM(LLMBase):
             completion_tokens=token_count(usage.get("completion_tokens")),
             seconds=time.perf_counter() - t0,
             backend=self.name,
+            prompt_tokens_evaluated=evaluated,
         )
 
     def _malformed(self, exc: MalformedValue) -> LLMError:
@@ -337,6 +354,7 @@ class LlamaCppLLM(LLMBase):
         t0 = time.perf_counter()
         llm = self._llm
         with self._lock:
+            start = self.evaluated_tokens
             ctx_tokens = llm.tokenize(context.encode("utf-8"), add_bos=True, special=True)
             cont_tokens = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
             if not cont_tokens:
@@ -349,9 +367,12 @@ class LlamaCppLLM(LLMBase):
                 values = logprob_values(self._score_tokens(all_tokens, len(ctx_tokens)))
             except MalformedValue as exc:
                 raise self._malformed(exc) from None
+            self._remember()
+            evaluated = self.evaluated_tokens - start
             pieces = [llm.detokenize([t]).decode("utf-8", errors="replace") for t in cont_tokens]
         return LogLikelihood(
-            token_logprobs=values, tokens=pieces, prompt_tokens=len(all_tokens), seconds=time.perf_counter() - t0
+            token_logprobs=values, tokens=pieces, prompt_tokens=len(all_tokens), seconds=time.perf_counter() - t0,
+            prompt_tokens_evaluated=evaluated,
         )
 
     def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
@@ -386,7 +407,8 @@ class LlamaCppLLM(LLMBase):
     def _reuse_blocks(self, tokens: list[int], limit: int) -> None:
         """Keep the whole blocks of the KV cache that match ``tokens`` and were evaluated as
         aligned blocks, at most ``limit - 1`` tokens (at least one token is evaluated, so the
-        logits row before position ``limit`` is fresh); drop the rest."""
+        logits row before position ``limit`` is fresh); drop the rest. When the prefix cache
+        holds more whole blocks of ``tokens``, their state is restored first."""
         llm = self._llm
         common = 0
         for a, b in zip(llm.input_ids[: min(llm.n_tokens, self._canonical)].tolist(), tokens):
@@ -394,11 +416,80 @@ class LlamaCppLLM(LLMBase):
                 break
             common += 1
         keep = self._whole_blocks(min(common, limit - 1))
+        if self.prefix_cache is not None and limit > 1:
+            found = self.prefix_cache.longest(tokens, self.config.block, limit - 1)
+            if found is not None and found[0] > keep:
+                self._restore(found[1].tokens, found[1].data)
+                self.prefix_cache.count_restored(found[0] - keep)
+                keep = found[0]
         if keep <= 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
             llm.reset()
             llm._ctx.kv_cache_seq_rm(-1, 0, -1)
             return
         llm.n_tokens = keep
+
+    # -- the prefix cache (hopqa.llm.prefix_cache) ------------------------------------------
+    def clear_cache(self) -> None:
+        """Forget every evaluated token: the prefix cache and the live KV cache (the next call
+        evaluates its whole prompt)."""
+        with self._lock:
+            if self.prefix_cache is not None:
+                self.prefix_cache.clear()
+            self._llm.reset()
+            self._llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            self._canonical = 0
+
+    def _eval_counted(self, tokens: Any) -> None:
+        self.evaluated_tokens += len(tokens)
+        self._llama_eval(tokens)
+
+    def _snapshot(self) -> bytes:
+        """The KV state of the context's sequence 0 (its cells up to ``n_tokens``)."""
+        import ctypes
+
+        import llama_cpp
+
+        ctx = self._llm._ctx.ctx
+        size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+        buf = (ctypes.c_uint8 * size)()
+        n = int(llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0))
+        return bytes(memoryview(buf)[:n])
+
+    def _restore(self, tokens: tuple[int, ...], data: bytes) -> None:
+        """Make the KV cache hold exactly the snapshot ``data`` of ``tokens``."""
+        import ctypes
+
+        import llama_cpp
+
+        llm = self._llm
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if int(llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(data), 0)) != len(data):
+            llm.reset()
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            self._canonical = 0
+            raise LLMError(f"{self.name}: the prefix cache's state could not be restored; start with prefix_cache_mb=0")
+        llm.input_ids[: len(tokens)] = tokens
+        llm.n_tokens = len(tokens)
+        self._canonical = len(tokens)
+
+    def _remember(self) -> None:
+        """After a call: cut the KV cache to its whole aligned blocks (all a later call may
+        reuse) and keep a snapshot of them in the prefix cache if the call evaluated new ones."""
+        cache, llm = self.prefix_cache, self._llm
+        if cache is None:
+            return
+        n = self._whole_blocks(min(self._canonical, llm.n_tokens))
+        if n <= 0:
+            return
+        tokens = llm.input_ids[:n].tolist()
+        if cache.covers(tokens):  # also when the live cache held blocks the prefix cache had lost
+            return
+        if llm.n_tokens > n and not llm._ctx.kv_cache_seq_rm(-1, n, -1):
+            return
+        llm.n_tokens = n
+        self._canonical = n
+        cache.put(tokens, self._snapshot())
 
     def _generate_tokens(self, tokens: Any, *args: Any, **kwargs: Any) -> Any:
         """llama-cpp-python's ``Llama.generate`` behind block-aligned reuse: its own prefix
@@ -407,8 +498,23 @@ class LlamaCppLLM(LLMBase):
         self._reuse_blocks(prompt, limit=len(prompt))
         self._canonical = self._whole_blocks(len(prompt))
         cancel = current_cancel_event()
+        start = self.evaluated_tokens
         self._eval_blocks(prompt, self._whole_blocks(len(prompt) - 1), cancel)
-        return until_cancelled(self._llama_generate(prompt, *args, **kwargs), cancel)
+        return self._first_token_marks_prompt(until_cancelled(self._llama_generate(prompt, *args, **kwargs), cancel),
+                                              start)
+
+    def _first_token_marks_prompt(self, tokens: Iterable[T], start: int) -> Iterator[T]:
+        """``tokens``, noting when the first comes how many tokens evaluating the prompt took."""
+        it = iter(tokens)
+        try:
+            for i, token in enumerate(it):
+                if i == 0:
+                    self._prompt_evaluated = self.evaluated_tokens - start
+                yield token
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
 
     def _eval_blocks(self, tokens: list[int], end: int, cancel: threading.Event | None) -> None:
         """Evaluate ``tokens`` up to ``end`` (a block boundary) one aligned block at a time,

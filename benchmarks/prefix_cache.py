@@ -1,0 +1,146 @@
+"""The embedded model's prefix cache, before and after (issue 31), on the embedded Qwen.
+
+    .venv/bin/python benchmarks/prefix_cache.py [--limit 5] [--methods hgot,tor,self-ask,leapquery,gensco-stop]
+        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-prefix-cache] [--report-only]
+
+Every method runs ``hopqa eval`` on the first ``--limit`` MuSiQue dev questions in the distractor
+setting twice: with the prefix cache off (``?prefix_cache_mb=0``: the KV cache holds only the
+last prompt, as before) and on (the default), the LLM response cache off so that every call is
+a real one; HGOT with the cheap settings the issue measured (``samples=2 max_steps=2
+entailment_delta=false``). Each run is resumable (re-running continues where it stopped): run it
+in the background, one model process at a time.
+
+Prints one row per method and setting: questions, LLM calls, prompt tokens sent, prompt tokens
+evaluated (from each call's ``prompt_tokens_evaluated`` in the traces) and their share,
+completion tokens, seconds per question, the speed-up, and whether every prediction and every
+LLM output of the traces is identical between the two settings (greedy decoding), and the
+peak memory (RSS) of the run with the cache on, from ``/usr/bin/time`` when it is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hopqa.evaluation.runner import read_results
+
+#: method -> its --set options (HGOT: the issue's cheap settings).
+OPTIONS = {"hgot": ["samples=2", "max_steps=2", "entailment_delta=false"]}
+SETTINGS = {"off": "?prefix_cache_mb=0", "on": ""}
+
+
+def _run_dir(args: argparse.Namespace, method: str, setting: str) -> Path:
+    return Path(args.out) / setting / method
+
+
+def run(args: argparse.Namespace, method: str, setting: str) -> float | None:
+    """One resumable ``hopqa eval``; the peak RSS in MB when ``/usr/bin/time`` measured it."""
+    out = _run_dir(args, method, setting)
+    cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", "musique", "--split", "dev", "--setting",
+           "distractor", "--limit", str(args.limit), "--llm", args.llm + SETTINGS[setting], "--method", method,
+           "--out", str(out), "--no-progress", "--no-cache"]
+    for kv in OPTIONS.get(method, []):
+        cmd += ["--set", kv]
+    timer = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+    stats = out.parent / f".{method}.time"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if timer:
+        cmd = [timer, "-f", "%M", "-o", str(stats), *cmd]
+    t0 = time.time()
+    print(f"== {method} / prefix cache {setting}", flush=True)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+    print(f"   {time.time() - t0:.0f} s" + (f" (exit {done.returncode})" if done.returncode else ""), flush=True)
+    try:
+        return int(stats.read_text().split()[-1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
+    out = list(step.get("llm_calls") or [])
+    for child in step.get("children") or ():
+        out.extend(_calls(child))
+    return out
+
+
+def figures(path: Path) -> dict[str, Any] | None:
+    """Totals over a run's records, and per question its prediction and LLM outputs."""
+    try:
+        records = read_results(path / "results.jsonl")
+    except (OSError, ValueError):
+        return None
+    sent = evaluated = completion = calls = 0
+    seconds = 0.0
+    outputs: dict[str, Any] = {}
+    for qid, rec in records.items():
+        steps = _calls(rec.get("trace") or {})
+        calls += len(steps)
+        for c in steps:
+            sent += int(c.get("prompt_tokens") or 0)
+            evaluated += int(c.get("prompt_tokens_evaluated", c.get("prompt_tokens")) or 0)
+            completion += int(c.get("completion_tokens") or 0)
+        seconds += float((rec.get("usage") or {}).get("seconds") or 0.0)
+        outputs[qid] = (rec.get("prediction"), [c.get("outputs") or c.get("token_logprobs") for c in steps])
+    return {"n": len(records), "calls": calls, "sent": sent, "evaluated": evaluated, "completion": completion,
+            "seconds": seconds, "outputs": outputs}
+
+
+def report(args: argparse.Namespace, rss: dict[str, float | None]) -> None:
+    print(f"\nprefix cache on the embedded model: {args.llm}, MuSiQue dev (distractor), first {args.limit} "
+          f"questions; {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n")
+    print("| method | cache | n | calls | prompt tokens sent | evaluated | share | completion | s / q | speed-up "
+          "| identical | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for method in args.methods.split(","):
+        off = figures(_run_dir(args, method, "off"))
+        on = figures(_run_dir(args, method, "on"))
+        for setting, f in (("off", off), ("on", on)):
+            if f is None or not f["n"]:
+                print(f"| {method} | {setting} | 0 | | | | | | | | | |")
+                continue
+            share = f["evaluated"] / f["sent"] if f["sent"] else 0.0
+            speed = same = ""
+            if setting == "on" and off and off["n"]:
+                shared = sorted(set(off["outputs"]) & set(f["outputs"]))
+                s_off = off["seconds"] / off["n"]
+                speed = f"{s_off / (f['seconds'] / f['n']):.2f}x" if f["seconds"] else ""
+                same = f"{sum(off['outputs'][q] == f['outputs'][q] for q in shared)}/{len(shared)}"
+            memory = rss.get(f"{method}/{setting}")
+            print(f"| {method} | {setting} | {f['n']} | {f['calls'] / f['n']:.1f} | {f['sent'] / f['n']:.0f} | "
+                  f"{f['evaluated'] / f['n']:.0f} | {share:.0%} | {f['completion'] / f['n']:.0f} | "
+                  f"{f['seconds'] / f['n']:.1f} | {speed} | {same} | {f'{memory:.0f}' if memory else ''} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--limit", type=int, default=5)
+    p.add_argument("--methods", default="hgot,tor,self-ask,leapquery,gensco-stop")
+    p.add_argument("--llm", default="embedded:qwen2.5-1.5b")
+    p.add_argument("--out", default="runs/bench-prefix-cache")
+    p.add_argument("--report-only", action="store_true")
+    args = p.parse_args()
+    rss_file = Path(args.out) / "rss.json"
+    try:
+        rss: dict[str, float | None] = json.loads(rss_file.read_text())
+    except (OSError, ValueError):
+        rss = {}
+    if not args.report_only:
+        for method in args.methods.split(","):
+            for setting in ("off", "on"):
+                measured = run(args, method, setting)
+                if measured is not None:
+                    rss[f"{method}/{setting}"] = measured
+                    rss_file.write_text(json.dumps(rss))
+    report(args, rss)
+
+
+if __name__ == "__main__":
+    main()
