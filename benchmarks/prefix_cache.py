@@ -73,9 +73,10 @@ def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
 
 def figures(path: Path) -> dict[str, Any] | None:
     """Totals over a run's records, and per question its prediction and LLM outputs."""
+    found = sorted(path.rglob("results.jsonl"))  # hopqa eval writes OUT/DATASET-SPLIT-SETTING/METHOD/
     try:
-        records = read_results(path / "results.jsonl")
-    except (OSError, ValueError):
+        records = read_results(found[0])
+    except (IndexError, OSError, ValueError):
         return None
     sent = evaluated = completion = calls = 0
     seconds = 0.0

@@ -153,3 +153,13 @@ def test_the_trace_counts_the_prompt_tokens_evaluated(cached):
     assert [c["prompt_tokens_evaluated"] <= c["prompt_tokens"] for c in calls] == [True] * 3
     assert calls[0]["prompt_tokens_evaluated"] == calls[0]["prompt_tokens"]  # nothing cached before
     assert calls[1]["prompt_tokens_evaluated"] <= calls[1]["prompt_tokens"] - 3 * BLOCK  # a's blocks reused
+
+
+def test_samples_drawn_as_several_calls_add_their_evaluated_tokens():
+    from hopqa.llm.base import Completion, Generation, merge_generations
+
+    def part(evaluated):
+        return Generation([Completion("x")], prompt_tokens=100, prompt_tokens_evaluated=evaluated)
+
+    assert merge_generations([part(100), part(36)]).prompt_tokens_evaluated == 136
+    assert merge_generations([part(100), part(None)]).prompt_tokens_evaluated is None  # unknown stays unknown

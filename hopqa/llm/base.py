@@ -526,6 +526,8 @@ def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generat
         seconds=sum(g.seconds for g in parts),
         backend=backend,
         schema_ignored=any(g.schema_ignored for g in parts),
+        prompt_tokens_evaluated=(sum(g.prompt_tokens_evaluated or 0 for g in parts)
+                                 if parts and all(g.prompt_tokens_evaluated is not None for g in parts) else None),
     )
 
 
