@@ -593,15 +593,11 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def _loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
-    import ipaddress
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only
+    (``hopqa.server.headers.is_loopback``, imported only by ``hopqa serve``)."""
+    from hopqa.server.headers import is_loopback
 
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to any address
-        return False
+    return is_loopback(host)
 
 
 #: An API key shorter than this draws a warning from hopqa serve.

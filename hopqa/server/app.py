@@ -245,16 +245,10 @@ _bearer = HTTPBearer(auto_error=False, description="the service's API key (hopqa
 
 def key_checker(key: str | None) -> Any:
     """The dependency that lets a ``/v1`` request through only with ``key`` (module docstring)."""
-    secret = key.encode() if key else None
-
     async def check(request: Request,
                     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
-        if secret is None:
-            return
-        if credentials is not None and hmac.compare_digest(credentials.credentials.encode(), secret):
-            return
-        cookie = request.cookies.get(KEY_COOKIE)
-        if cookie is not None and hmac.compare_digest(cookie.encode(), secret) and _same_origin(request):
+        # ``credentials`` declares the Bearer scheme in the OpenAPI schema; ``carries_key`` reads it.
+        if carries_key(request, key):
             return
         raise ServiceError(401, "this service needs its API key: send the header Authorization: Bearer KEY",
                            headers={"WWW-Authenticate": "Bearer"}, code="invalid_api_key")
@@ -263,13 +257,14 @@ def key_checker(key: str | None) -> Any:
 
 
 def carries_key(request: Request, key: str | None) -> bool:
-    """Whether ``request`` would pass ``key_checker(key)`` (always, without a key): ``/healthz``
-    shows the model and the queue only then."""
+    """Whether ``request`` carries ``key`` (always, without a key): as ``Authorization: Bearer KEY``
+    or, from the service's own origin, the cookie (module docstring). ``key_checker`` lets a
+    ``/v1`` request through on it; ``/healthz`` shows the model and the queue only then."""
     if not key:
         return True
     secret = key.encode()
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret):
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), secret):
         return True
     cookie = request.cookies.get(KEY_COOKIE)
     return cookie is not None and hmac.compare_digest(cookie.encode(), secret) and _same_origin(request)

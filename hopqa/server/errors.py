@@ -38,26 +38,22 @@ def split_error(error: str) -> tuple[str, str]:
     return "Error", error
 
 
-def _scrub_events(events: Any, eid: str, tracebacks: list[str]) -> Any:
-    if not isinstance(events, list):
-        return events
-    out = []
-    for event in events:
-        if isinstance(event, dict) and event.get("message") == TRACEBACK_EVENT:
-            tracebacks.append(str(event.get("text", "")))
-            event = {"message": TRACEBACK_EVENT, "error_id": eid}
-        out.append(event)
-    return out
-
-
-def _scrub_step(step: Any, eid: str, tracebacks: list[str]) -> Any:
+def _scrub(step: Any, replacement: dict[str, Any], tracebacks: list[str]) -> Any:
+    """``step`` (a trace step as a dict, its children too) with every traceback event replaced
+    by ``replacement``, the tracebacks' texts appended to ``tracebacks``."""
     if not isinstance(step, dict):
         return step
     out = dict(step)
-    if "events" in out:
-        out["events"] = _scrub_events(out["events"], eid, tracebacks)
+    if isinstance(out.get("events"), list):
+        events = []
+        for event in out["events"]:
+            if isinstance(event, dict) and event.get("message") == TRACEBACK_EVENT:
+                tracebacks.append(str(event.get("text", "")))
+                event = replacement
+            events.append(event)
+        out["events"] = events
     if isinstance(out.get("children"), list):
-        out["children"] = [_scrub_step(child, eid, tracebacks) for child in out["children"]]
+        out["children"] = [_scrub(child, replacement, tracebacks) for child in out["children"]]
     return out
 
 
@@ -73,7 +69,7 @@ def public_answer(data: dict[str, Any], context: str = "", logged: bool = True) 
     tracebacks: list[str] = []
     out = dict(data)
     if isinstance(out.get("trace"), dict):
-        out["trace"] = _scrub_step(out["trace"], eid, tracebacks)
+        out["trace"] = _scrub(out["trace"], {"message": TRACEBACK_EVENT, "error_id": eid}, tracebacks)
     error = out.get("error")
     if isinstance(error, str) and error:
         kind, message = split_error(error)
@@ -92,7 +88,7 @@ def public_step(record: dict[str, Any]) -> dict[str, Any]:
         return record
     eid = error_id()
     tracebacks: list[str] = []
-    out = _scrub_step(record, eid, tracebacks)
+    out = _scrub(record, {"message": TRACEBACK_EVENT, "error_id": eid}, tracebacks)
     _log(eid, f"step {record.get('kind', '?')} failed: {record.get('error')}", tracebacks)
     return out
 
@@ -112,14 +108,4 @@ def public_record(record: dict[str, Any]) -> dict[str, Any]:
     """A record of an evaluation run as a client may see it (module docstring)."""
     if not isinstance(record.get("trace"), dict):
         return record
-    return {**record, "trace": _replace_ids(record["trace"])}
-
-
-def _replace_ids(step: dict[str, Any]) -> dict[str, Any]:
-    out = dict(step)
-    if isinstance(out.get("events"), list):
-        out["events"] = [RUN_TRACEBACK if isinstance(e, dict) and e.get("message") == TRACEBACK_EVENT else e
-                         for e in out["events"]]
-    if isinstance(out.get("children"), list):
-        out["children"] = [_replace_ids(c) if isinstance(c, dict) else c for c in out["children"]]
-    return out
+    return {**record, "trace": _scrub(record["trace"], RUN_TRACEBACK, [])}

@@ -53,7 +53,7 @@ def trusted_hosts(bind: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
     names: list[str] = []
     if bind in ("0.0.0.0", "::", ""):
         names += ["ip", *LOOPBACK_NAMES]
-    elif bind == "localhost" or _is_loopback(bind):
+    elif is_loopback(bind):
         names += [*LOOPBACK_NAMES, bind]
     else:
         names.append(bind)
@@ -66,7 +66,12 @@ def trusted_hosts(bind: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address, ``[::1]`` or ``localhost``) is reachable from this machine only
+    (a host name may resolve to any address: not)."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost":
+        return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

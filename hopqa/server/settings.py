@@ -62,7 +62,7 @@ class ServiceSettings:
     host: str = "127.0.0.1"
     #: More ``Host`` names to answer to (``--allowed-host``): ``api.example.org``, ``*.example.org``, ``*``.
     allowed_hosts: tuple[str, ...] = ()
-    #: Serve ``/docs`` and ``/redoc`` (their assets from this service, never a CDN).
+    #: Serve ``/docs`` (Swagger UI, its assets from this service, never a CDN).
     docs: bool = True
     #: Requests admitted at once (running + waiting); one more is refused with 429.
     max_queue: int = 8
