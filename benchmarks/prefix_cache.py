@@ -1,7 +1,7 @@
 """The embedded model's prefix cache, before and after (issue 31), on the embedded Qwen.
 
     .venv/bin/python benchmarks/prefix_cache.py [--limit 5] [--methods hgot,tor,self-ask,leapquery,gensco-stop]
-        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-prefix-cache] [--report-only]
+        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-prefix-cache] [--settings off,on] [--report-only]
 
 Every method runs ``hopqa eval`` on the first ``--limit`` MuSiQue dev questions in the distractor
 setting twice: with the prefix cache off (``?prefix_cache_mb=0``: the KV cache holds only the
@@ -126,6 +126,7 @@ def main() -> None:
     p.add_argument("--methods", default="hgot,tor,self-ask,leapquery,gensco-stop")
     p.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     p.add_argument("--out", default="runs/bench-prefix-cache")
+    p.add_argument("--settings", default="off,on", help="which settings to run (off, on or both)")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
     rss_file = Path(args.out) / "rss.json"
@@ -135,7 +136,7 @@ def main() -> None:
         rss = {}
     if not args.report_only:
         for method in args.methods.split(","):
-            for setting in ("off", "on"):
+            for setting in args.settings.split(","):
                 measured = run(args, method, setting)
                 if measured is not None:
                     rss[f"{method}/{setting}"] = measured
