@@ -101,7 +101,8 @@ class TracedLLM(LLMWrapper):
             record["logprobs"] = [c.logprobs for c in gen.completions]
         if gen.schema_ignored:
             record["schema_ignored"] = True
-        self._record("generate", record, usage=(gen.prompt_tokens, gen.completion_tokens, gen.cached))
+        self._record("generate", record,
+                     usage=(gen.prompt_tokens, gen.completion_tokens, gen.cached, gen.prompt_tokens_evaluated))
         return gen
 
     def loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
@@ -126,11 +127,11 @@ class TracedLLM(LLMWrapper):
                 "cached": ll.cached,
                 "seconds": round(time.perf_counter() - t0, 4),
             },
-            usage=(ll.prompt_tokens, 0, ll.cached),
+            usage=(ll.prompt_tokens, 0, ll.cached, ll.prompt_tokens_evaluated),
         )
         return ll
 
-    def _record(self, kind: str, record: dict[str, Any], usage: tuple[int, int, bool] | None = None,
+    def _record(self, kind: str, record: dict[str, Any], usage: tuple[int, int, bool, int | None] | None = None,
                 error: str | None = None) -> None:
         record = {"type": kind, "backend": self.name, **record}
         if error:
@@ -140,7 +141,7 @@ class TracedLLM(LLMWrapper):
             step.add_llm_call(record)
         for u in (_usage.get(), self.total):
             if u is not None:
-                u.record_llm(*(usage if usage is not None else (0, 0, False)))
+                u.record_llm(*(usage if usage is not None else (0, 0, False, None)))
 
 class TracedRetriever(RetrieverBase):
     """Records every search (query, k, the passages found: id, title, score and text, seconds)

@@ -119,10 +119,13 @@ class Demo:
 
 @dataclass
 class Usage:
-    """What some work cost. Cached LLM calls count in ``cache_hits`` and add zero tokens."""
+    """What some work cost. Cached LLM calls count in ``cache_hits`` and add zero tokens.
+    ``prompt_tokens_evaluated``: of ``prompt_tokens``, those the model evaluated (the rest came
+    from its KV or prefix cache); a backend that does not say counts its whole prompt."""
 
     llm_calls: int = 0
     prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
     retrieval_calls: int = 0
@@ -137,13 +140,15 @@ class Usage:
             for f in fields(self):
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
-    def record_llm(self, prompt_tokens: int, completion_tokens: int, cached: bool) -> None:
+    def record_llm(self, prompt_tokens: int, completion_tokens: int, cached: bool,
+                   evaluated: int | None = None) -> None:
         with self._lock:
             self.llm_calls += 1
             if cached:
                 self.cache_hits += 1
             else:
                 self.prompt_tokens += prompt_tokens
+                self.prompt_tokens_evaluated += prompt_tokens if evaluated is None else evaluated
                 self.completion_tokens += completion_tokens
 
     def record_retrieval(self, n: int = 1) -> None:
@@ -161,12 +166,17 @@ class Usage:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Usage:
-        return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
+        known = {f.name: d.get(f.name, 0) for f in fields(cls)}
+        if "prompt_tokens_evaluated" not in d:  # recorded before it was counted: every token
+            known["prompt_tokens_evaluated"] = known["prompt_tokens"]
+        return cls(**known)
 
     def summary(self) -> str:
+        evaluated = (f" ({self.prompt_tokens_evaluated} evaluated)"
+                     if self.prompt_tokens_evaluated != self.prompt_tokens else "")
         return (
             f"{self.llm_calls} LLM calls ({self.cache_hits} cached), "
-            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
+            f"{self.prompt_tokens} prompt{evaluated} + {self.completion_tokens} completion tokens, "
             f"{self.retrieval_calls} retrieval calls, {self.seconds:.1f} s"
         )
 

@@ -44,6 +44,7 @@ COLUMNS = [
     ("parse_fallback_rate", "parse fallback", "metrics", "{:.1%}"),
     ("llm_calls_per_q", "LLM calls/q", "cost", "{:.1f}"),
     ("prompt_tokens_per_q", "prompt tok/q", "cost", "{:.0f}"),
+    ("prompt_tokens_evaluated_per_q", "evaluated tok/q", "cost", "{:.0f}"),
     ("completion_tokens_per_q", "compl. tok/q", "cost", "{:.0f}"),
     ("retrieval_calls_per_q", "retrievals/q", "cost", "{:.1f}"),
     ("seconds_per_q", "s/q", "cost", "{:.1f}"),

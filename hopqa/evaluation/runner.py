@@ -537,12 +537,14 @@ def summarize(records: Iterable[dict[str, Any]], path: Path) -> RunSummary:
     cost = {
         "llm_calls_per_q": usage.llm_calls / per,
         "prompt_tokens_per_q": usage.prompt_tokens / per,
+        "prompt_tokens_evaluated_per_q": usage.prompt_tokens_evaluated / per,
         "completion_tokens_per_q": usage.completion_tokens / per,
         "retrieval_calls_per_q": usage.retrieval_calls / per,
         "seconds_per_q": usage.seconds / per,
         "cache_hit_rate": usage.cache_hits / usage.llm_calls if usage.llm_calls else 0.0,
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
+        "prompt_tokens_evaluated": usage.prompt_tokens_evaluated,
         "completion_tokens": usage.completion_tokens,
     }
     if "docs_reviewed" in metrics and cost["llm_calls_per_q"]:

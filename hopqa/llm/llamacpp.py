@@ -15,7 +15,9 @@ Access to the model is serialized (one lock per instance, ``max_concurrency = 1`
 threads may call it, they take turns. Chat models are prompted through their chat template
 (``create_chat_completion``); raw completion made instruct models answer off-topic.
 
-Capabilities: generation with ``n`` samples (as n seeded calls), per-token log-probabilities
+Capabilities: generation with ``n`` samples (seeds ``seed, seed+1, ...``: decoded together in one
+batch of sequences sharing the prompt's KV cells, ``hopqa.llm.lockstep``, up to ``batch_samples``;
+one after another with ``batch_samples=0``), per-token log-probabilities
 of generated text (only with ``logits_all=True``, spec ``embedded:NAME?logits_all=1``: it keeps
 an n_ctx x vocabulary scores buffer, ~0.8 GB for SmolLM2 and ~2.5 GB for Qwen at n_ctx 4096,
 and made prompt processing ~60% slower on SmolLM2 here, so it is off by default), and the log-likelihood
@@ -57,7 +59,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,10 +67,12 @@ import numpy as np
 
 from hopqa.cancel import check_cancelled, current_cancel_event
 from hopqa.console import progress_bar
+from hopqa.llm import lockstep
 from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
     LOGPROBS,
+    NATIVE_N,
     STRUCTURED,
     Completion,
     Generation,
@@ -78,6 +82,7 @@ from hopqa.llm.base import (
     LogLikelihood,
     MalformedValue,
     logprob_values,
+    merge_generations,
     token_count,
 )
 from hopqa.llm.prefix_cache import PrefixCache
@@ -173,6 +178,10 @@ class EmbeddedConfig:
     #: Memory for the KV state of earlier prompts' prefixes, in MiB (``hopqa.llm.prefix_cache``;
     #: 0: only the last prompt's, as llama.cpp keeps it).
     prefix_cache_mb: int = field(default=2048, metadata={"range": (0, 1_048_576)})
+    #: Samples of one request decoded together, at most this many (``hopqa.llm.lockstep``: the
+    #: prompt evaluated once, one batch per next token); 0 or 1: every sample drawn alone, each
+    #: equal to the same seed's single call.
+    batch_samples: int = field(default=8, metadata={"range": (0, 64)})
 
 
 def resolve_model(model: str, home: Path) -> Path:
@@ -203,6 +212,8 @@ class LlamaCppLLM(LLMBase):
             caps.add(LOGPROBS)
         if self.config.structured:
             caps.add(STRUCTURED)
+        if self.config.batch_samples > 1:
+            caps.add(NATIVE_N)
         self.capabilities = frozenset(caps)
         super().__init__()
         if self.config.block < 1:
@@ -223,6 +234,8 @@ class LlamaCppLLM(LLMBase):
         else:
             self.path = resolve_model(model, Path(home))
             self._llm = Llama(model_path=str(self.path), **kwargs)
+        if self.config.batch_samples > 1:
+            self._with_sequences(self.config.batch_samples + 1)
         self.context_tokens = int(self._llm.n_ctx())
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
@@ -239,13 +252,32 @@ class LlamaCppLLM(LLMBase):
         self._llama_eval = self._llm.eval
         self._llm.eval = self._eval_counted  # type: ignore[method-assign]
 
+    def _with_sequences(self, n: int) -> None:
+        """Give the model a context whose one KV cache holds ``n`` sequences (the samples drawn
+        together share the prompt's cells), in place of llama-cpp-python's single-sequence one."""
+        import contextlib
+
+        from llama_cpp import _internals
+
+        llm = self._llm
+        params = llm.context_params
+        params.n_seq_max = n
+        params.kv_unified = True  # one cache of n_ctx cells for all sequences, not n_ctx / n each
+        old = llm._ctx
+        llm._ctx = llm._stack.enter_context(contextlib.closing(
+            _internals.LlamaContext(model=llm._model, params=params, verbose=False)))
+        old.close()
+
     def identity(self) -> dict[str, Any]:
         try:
             size = self.path.stat().st_size
         except OSError:
             size = None
-        return {"backend": "llama.cpp", "model": self.path.name, "size": size, "chat": self.config.chat,
-                "block": self.config.block}
+        ident = {"backend": "llama.cpp", "model": self.path.name, "size": size, "chat": self.config.chat,
+                 "block": self.config.block}
+        if self.config.batch_samples > 1:  # samples drawn together may differ from the same seeds alone
+            ident["batch_samples"] = self.config.batch_samples
+        return ident
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the model's own tokenizer (without a chat template's tokens)."""
@@ -284,36 +316,81 @@ class LlamaCppLLM(LLMBase):
         )
         if request.schema is not None:
             common["grammar"] = self._grammar(request.schema)
+        if request.n > 1:
+            return self._samples(request, common, t0)
         with self._lock:
             self._prompt_evaluated = None
             start = self.evaluated_tokens
             try:
-                if self.config.chat:
-                    out = self._llm.create_chat_completion(
-                        messages=request.as_messages(),
-                        logprobs=request.logprobs or None,
-                        top_logprobs=1 if request.logprobs else None,
-                        **common,
-                    )
-                else:
-                    out = self._llm.create_completion(
-                        request.text(), logprobs=1 if request.logprobs else None, **common
-                    )
+                out = self._call(self._llm, request, common)
             except ValueError as exc:
-                raise LLMError(f"{self.name}: {exc} (n_ctx={self.config.n_ctx}); shorten the prompt "
-                               "or raise n_ctx") from exc
+                raise self._too_long(exc) from exc
             self._remember()
             evaluated = self._prompt_evaluated if self._prompt_evaluated is not None else self.evaluated_tokens - start
+        usage = out.get("usage") or {}
+        return Generation(
+            completions=[self._completion(out, request)],
+            prompt_tokens=token_count(usage.get("prompt_tokens")),
+            completion_tokens=token_count(usage.get("completion_tokens")),
+            seconds=time.perf_counter() - t0,
+            backend=self.name,
+            prompt_tokens_evaluated=evaluated,
+        )
+
+    def _too_long(self, exc: ValueError) -> LLMError:
+        return LLMError(f"{self.name}: {exc} (n_ctx={self.config.n_ctx}); shorten the prompt or raise n_ctx")
+
+    def _completion(self, out: dict[str, Any], request: GenerationRequest) -> Completion:
         choice = out["choices"][0]
         try:
             text, tokens, logprobs = self._read_choice(choice, chat=self.config.chat, stops=request.stop)
         except MalformedValue as exc:  # the model's own numbers: a retry would give the same
             raise self._malformed(exc) from None
-        usage = out.get("usage") or {}
+        return Completion(text=text, finish_reason=choice.get("finish_reason"), tokens=tokens, logprobs=logprobs)
+
+    def _call(self, llama: Any, request: GenerationRequest, common: dict[str, Any]) -> Any:
+        """llama-cpp-python's completion of ``request`` on ``llama`` (the model or a view of it)."""
+        if self.config.chat:
+            return llama.create_chat_completion(messages=request.as_messages(), logprobs=request.logprobs or None,
+                                                top_logprobs=1 if request.logprobs else None, **common)
+        return llama.create_completion(request.text(), logprobs=1 if request.logprobs else None, **common)
+
+    def _samples(self, request: GenerationRequest, common: dict[str, Any], t0: float) -> Generation:
+        """``request.n`` samples, seeds ``seed, seed+1, ...``: drawn together (``hopqa.llm.lockstep``)
+        when they fit the batch and the context, else one by one."""
+        seeds = [common["seed"] + i for i in range(request.n)]
+        one = replace(request, n=1)
+        with self._lock:
+            try:
+                prompt = lockstep.prompt_tokens(self._llm, lambda view: self._call(view, one, common))
+            except ValueError as exc:
+                raise self._too_long(exc) from exc
+            budget = request.max_tokens or self.context_tokens - len(prompt)
+            fits = len(prompt) + request.n * budget <= self.context_tokens
+            batched = request.n <= self.config.batch_samples and fits and not request.logprobs
+        if not batched:
+            return merge_generations([self._complete(replace(one, seed=s)) for s in seeds], backend=self.name)
+        cancel = current_cancel_event()
+        with self._lock:
+            start = self.evaluated_tokens
+            self._reuse_blocks(prompt, limit=len(prompt))
+            self._canonical = self._whole_blocks(len(prompt))
+            self._eval_blocks(prompt, self._whole_blocks(len(prompt) - 1), cancel)
+            check_cancelled(cancel)
+            self._llm.eval(prompt[self._llm.n_tokens:])
+            evaluated = self.evaluated_tokens - start
+            try:
+                outs, lock = lockstep.draw(self._llm, len(prompt), seeds,
+                                           lambda view, seed: self._call(view, one, {**common, "seed": seed}), cancel)
+            except ValueError as exc:
+                raise self._too_long(exc) from exc
+            finally:
+                self._remember()
+            self.evaluated_tokens += lock.evaluated
         return Generation(
-            completions=[Completion(text=text, finish_reason=choice.get("finish_reason"), tokens=tokens, logprobs=logprobs)],
-            prompt_tokens=token_count(usage.get("prompt_tokens")),
-            completion_tokens=token_count(usage.get("completion_tokens")),
+            completions=[self._completion(out, one) for out in outs],
+            prompt_tokens=sum(token_count((out.get("usage") or {}).get("prompt_tokens")) for out in outs),
+            completion_tokens=sum(token_count((out.get("usage") or {}).get("completion_tokens")) for out in outs),
             seconds=time.perf_counter() - t0,
             backend=self.name,
             prompt_tokens_evaluated=evaluated,

@@ -693,6 +693,8 @@ class OpenAICompatibleLLM(LLMBase):
             extra = self._chat(replace(request, n=1, seed=base + len(gen.completions)))
             gen.completions.append(extra.completions[0])
             gen.prompt_tokens += extra.prompt_tokens
+            gen.prompt_tokens_evaluated = (None if gen.prompt_tokens_evaluated is None or extra.prompt_tokens_evaluated
+                                           is None else gen.prompt_tokens_evaluated + extra.prompt_tokens_evaluated)
             gen.completion_tokens += extra.completion_tokens
         del gen.completions[request.n:]
         gen.seconds = time.perf_counter() - t0
@@ -741,12 +743,14 @@ class OpenAICompatibleLLM(LLMBase):
 
         def read(resp: Any) -> Generation:
             usage = _field(resp, "usage")
+            prompt_tokens = token_count(_field(usage, "prompt_tokens"))
             return Generation(
                 completions=[_read_choice(c, request.logprobs, self._secrets) for c in _choices(resp, self._secrets)],
-                prompt_tokens=token_count(_field(usage, "prompt_tokens")),
+                prompt_tokens=prompt_tokens,
                 completion_tokens=token_count(_field(usage, "completion_tokens")),
                 seconds=time.perf_counter() - t0,
                 backend=self.name,
+                prompt_tokens_evaluated=evaluated_tokens(usage, prompt_tokens),
             )
 
         return self._call(self._client.chat.completions.create, read, body_limit(request.n, request.max_tokens),
@@ -793,6 +797,16 @@ class OpenAICompatibleLLM(LLMBase):
             made, self._made = self._made, None
         if made is not None:
             made[1].close()
+
+
+def evaluated_tokens(usage: Any, prompt_tokens: int) -> int | None:
+    """The prompt tokens a server evaluated: its prompt tokens less those its prefix cache
+    served (``usage.prompt_tokens_details.cached_tokens``: OpenAI, vLLM with
+    ``--enable-prompt-tokens-details``, llama.cpp's server); None when it does not say."""
+    cached = _field(_field(usage, "prompt_tokens_details"), "cached_tokens")
+    if isinstance(cached, bool) or not isinstance(cached, int) or cached < 0:
+        return None
+    return max(0, prompt_tokens - cached)
 
 
 def _field(obj: Any, name: str) -> Any:

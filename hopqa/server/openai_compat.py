@@ -80,7 +80,9 @@ def _card(method: str) -> dict[str, Any]:
 def _usage(answer: dict[str, Any]) -> dict[str, int]:
     usage = answer.get("usage") or {}
     prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    evaluated = int(usage.get("prompt_tokens_evaluated", prompt))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": max(0, prompt - evaluated)}}  # served by the KV / prefix cache
 
 
 def _extra(answer: dict[str, Any]) -> dict[str, Any]:

@@ -227,12 +227,14 @@
     const tokens = call.type === "loglikelihood"
       ? `${fmtNum(call.prompt_tokens)} prompt`
       : `${fmtNum(call.prompt_tokens)} prompt + ${fmtNum(call.completion_tokens)} completion`;
+    const fresh = call.prompt_tokens_evaluated;
+    const evaluated = fresh === undefined || fresh === call.prompt_tokens ? "" : ` (${fmtNum(fresh)} prompt tokens evaluated)`;
     const parts = [
       kvTable([
         ["step", where],
         ["type", call.type || "generate"],
         ["backend", call.backend],
-        ["tokens", tokens],
+        ["tokens", tokens + evaluated],
         ["cached", call.cached ? "yes (no tokens counted)" : "no"],
         ["seconds", fmtSec(call.seconds)],
         ...(call.schema_ignored ? [["schema", "ignored by the backend"]] : []),
@@ -434,16 +436,19 @@
 
   /** Cost of a list of steps' own records. */
   function ownCost(s) {
-    let prompt = 0, completion = 0, cached = 0;
+    let prompt = 0, evaluated = 0, completion = 0, cached = 0;
     for (const c of s.llm_calls || []) {
       if (c.cached) cached += 1;
-      else { prompt += c.prompt_tokens || 0; completion += c.completion_tokens || 0; }
+      else {
+        prompt += c.prompt_tokens || 0; completion += c.completion_tokens || 0;
+        evaluated += c.prompt_tokens_evaluated ?? (c.prompt_tokens || 0);
+      }
     }
-    return { llm: (s.llm_calls || []).length, cached, prompt, completion, retrievals: (s.retrievals || []).length };
+    return { llm: (s.llm_calls || []).length, cached, prompt, evaluated, completion, retrievals: (s.retrievals || []).length };
   }
 
   function subtreeCost(s) {
-    const total = { llm: 0, cached: 0, prompt: 0, completion: 0, retrievals: 0, steps: 0 };
+    const total = { llm: 0, cached: 0, prompt: 0, evaluated: 0, completion: 0, retrievals: 0, steps: 0 };
     const visit = (t) => {
       const c = ownCost(t);
       for (const k of Object.keys(c)) total[k] += c[k];
@@ -570,9 +575,10 @@
       let c;
       if (usage) {
         c = { llm: usage.llm_calls, cached: usage.cache_hits, prompt: usage.prompt_tokens, completion: usage.completion_tokens,
+              evaluated: usage.prompt_tokens_evaluated ?? usage.prompt_tokens,
               retrievals: usage.retrieval_calls, seconds: usage.seconds };
       } else {
-        const t = { llm: 0, cached: 0, prompt: 0, completion: 0, retrievals: 0 };
+        const t = { llm: 0, cached: 0, prompt: 0, evaluated: 0, completion: 0, retrievals: 0 };
         for (const s of this.model.steps.values()) {
           const o = ownCost(s);
           for (const k of Object.keys(t)) t[k] += o[k];
@@ -583,7 +589,8 @@
       const cell = (label, value, cls) => h("div", { class: `cost-cell ${cls}` }, h("span", { class: "value", text: value }), h("span", { class: "label", text: label }));
       return h("div", { class: "tv-cost", role: "group", "aria-label": usage ? "Total cost" : "Cost so far" },
         cell("LLM calls", fmtNum(c.llm ?? 0) + (c.cached ? ` (${fmtNum(c.cached)} cached)` : ""), "cost-llm"),
-        cell("prompt tokens", fmtNum(c.prompt ?? 0), "cost-prompt"),
+        cell("prompt tokens", fmtNum(c.prompt ?? 0) + (c.evaluated !== undefined && c.evaluated !== c.prompt
+          ? ` (${fmtNum(c.evaluated)} evaluated)` : ""), "cost-prompt"),
         cell("completion tokens", fmtNum(c.completion ?? 0), "cost-completion"),
         cell("retrieval calls", fmtNum(c.retrievals ?? 0), "cost-retrievals"),
         cell("seconds", c.seconds === undefined ? "—" : fmtNum(c.seconds, 2), "cost-seconds"),

@@ -1,0 +1,90 @@
+"""How much of each method's prompts a prefix cache can serve, from the traces of stored runs.
+
+    .venv/bin/python benchmarks/prefix_share.py RUN_DIR [RUN_DIR ...]
+    .venv/bin/python benchmarks/prefix_share.py   # every run under runs/bench-prefix-cache/off
+
+For every question of every run (``hopqa eval``'s ``results.jsonl``, found under each directory),
+its LLM calls are taken in the order the trace holds them, and of each prompt's characters it
+counts those that repeat the start of the previous call's prompt (all a server or a model that
+keeps one prompt can reuse) and those that repeat the start of some earlier call's prompt of the
+same question (what a prefix cache of many prompts can reuse: the embedded backend's, vLLM's
+automatic prefix caching, SGLang's RadixAttention; a server with one slot per client only the
+first). A method whose prompts put their stable parts (instructions, demonstrations) first and
+the question-specific parts last has a high share; one that starts with the question has none.
+
+Prints per run: questions, LLM calls per question, prompt characters per question, the share
+repeating the previous prompt and the share repeating any earlier prompt. No model is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hopqa.evaluation.runner import read_results
+
+
+def calls_in_order(step: dict[str, Any]) -> list[dict[str, Any]]:
+    """The LLM calls of a trace step and its children, depth first (the order they ran in for
+    one thread; concurrent children in the order they were started)."""
+    out = list(step.get("llm_calls") or [])
+    for child in step.get("children") or ():
+        out.extend(calls_in_order(child))
+    return out
+
+
+def prompt_of(call: dict[str, Any]) -> str:
+    return str(call.get("prompt") if call.get("type", "generate") == "generate" else call.get("context") or "")
+
+
+def shared_start(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def shares(records: dict[str, Any]) -> dict[str, float]:
+    """Totals over a run's questions (module docstring)."""
+    calls = chars = previous = earlier = 0
+    for rec in records.values():
+        prompts = [prompt_of(c) for c in calls_in_order(rec.get("trace") or {})]
+        prompts = [p for p in prompts if p]
+        calls += len(prompts)
+        for i, p in enumerate(prompts):
+            chars += len(p)
+            if i:
+                previous += shared_start(prompts[i - 1], p)
+                earlier += max(shared_start(q, p) for q in prompts[:i])
+    n = max(1, len(records))
+    return {"n": len(records), "calls": calls / n, "chars": chars / n,
+            "previous": previous / chars if chars else 0.0, "earlier": earlier / chars if chars else 0.0}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("runs", nargs="*", help="run directories (default: runs/bench-prefix-cache/off/*)")
+    args = p.parse_args()
+    dirs = [Path(d) for d in args.runs] or sorted(Path("runs/bench-prefix-cache/off").glob("*"))
+    print("| run | n | calls / q | prompt chars / q | repeats the previous prompt | repeats an earlier prompt |")
+    print("|---|---|---|---|---|---|")
+    for d in dirs:
+        for path in sorted(d.rglob("results.jsonl")):
+            try:
+                f = shares(read_results(path))
+            except (OSError, ValueError) as exc:
+                print(f"{path}: {exc}", file=sys.stderr)
+                continue
+            if not f["n"]:
+                continue
+            name = path.parent.name if len(dirs) == 1 or path.parent.name != d.name else d.name
+            print(f"| {name} | {f['n']} | {f['calls']:.1f} | {f['chars']:.0f} | {f['previous']:.0%} | "
+                  f"{f['earlier']:.0%} |")
+
+
+if __name__ == "__main__":
+    main()
