@@ -4,16 +4,18 @@
         [--llm embedded:qwen2.5-1.5b] [--out runs/bench-prefix-cache] [--settings off,on] [--report-only]
 
 Every method runs ``hopqa eval`` on the first ``--limit`` MuSiQue dev questions in the distractor
-setting twice: with the prefix cache off (``?prefix_cache_mb=0``: the KV cache holds only the
-last prompt, as before) and on (the default), the LLM response cache off so that every call is
+setting twice: before (``?prefix_cache_mb=0&batch_samples=0``: the KV cache holds only the last
+prompt and samples are drawn one by one, as before issue 31) and after (the defaults: the prefix
+cache and samples decoded together), the LLM response cache off so that every call is
 a real one; HGOT with the cheap settings the issue measured (``samples=2 max_steps=2
 entailment_delta=false``). Each run is resumable (re-running continues where it stopped): run it
 in the background, one model process at a time.
 
 Prints one row per method and setting: questions, LLM calls, prompt tokens sent, prompt tokens
 evaluated (from each call's ``prompt_tokens_evaluated`` in the traces) and their share,
-completion tokens, seconds per question, the speed-up, and whether every prediction and every
-LLM output of the traces is identical between the two settings (greedy decoding), and the
+completion tokens, seconds per question, the speed-up, on how many questions the predictions and
+on how many every LLM output of the traces are identical between the two settings (samples drawn
+together may differ from the same seeds drawn alone: README, "Batched samples"), and the
 peak memory (RSS) of the run with the cache on, from ``/usr/bin/time`` when it is there.
 """
 
@@ -34,7 +36,7 @@ from hopqa.evaluation.runner import read_results
 
 #: method -> its --set options (HGOT: the issue's cheap settings).
 OPTIONS = {"hgot": ["samples=2", "max_steps=2", "entailment_delta=false"]}
-SETTINGS = {"off": "?prefix_cache_mb=0", "on": ""}
+SETTINGS = {"off": "?prefix_cache_mb=0&batch_samples=0", "on": ""}
 
 
 def _run_dir(args: argparse.Namespace, method: str, setting: str) -> Path:
@@ -98,26 +100,27 @@ def report(args: argparse.Namespace, rss: dict[str, float | None]) -> None:
     print(f"\nprefix cache on the embedded model: {args.llm}, MuSiQue dev (distractor), first {args.limit} "
           f"questions; {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n")
     print("| method | cache | n | calls | prompt tokens sent | evaluated | share | completion | s / q | speed-up "
-          "| identical | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| answers identical | LLM outputs identical | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for method in args.methods.split(","):
         off = figures(_run_dir(args, method, "off"))
         on = figures(_run_dir(args, method, "on"))
         for setting, f in (("off", off), ("on", on)):
             if f is None or not f["n"]:
-                print(f"| {method} | {setting} | 0 | | | | | | | | | |")
+                print(f"| {method} | {setting} | 0 | | | | | | | | | | |")
                 continue
             share = f["evaluated"] / f["sent"] if f["sent"] else 0.0
-            speed = same = ""
+            speed = same = answers = ""
             if setting == "on" and off and off["n"]:
                 shared = sorted(set(off["outputs"]) & set(f["outputs"]))
                 s_off = off["seconds"] / off["n"]
                 speed = f"{s_off / (f['seconds'] / f['n']):.2f}x" if f["seconds"] else ""
                 same = f"{sum(off['outputs'][q] == f['outputs'][q] for q in shared)}/{len(shared)}"
+                answers = f"{sum(off['outputs'][q][0] == f['outputs'][q][0] for q in shared)}/{len(shared)}"
             memory = rss.get(f"{method}/{setting}")
             print(f"| {method} | {setting} | {f['n']} | {f['calls'] / f['n']:.1f} | {f['sent'] / f['n']:.0f} | "
                   f"{f['evaluated'] / f['n']:.0f} | {share:.0%} | {f['completion'] / f['n']:.0f} | "
-                  f"{f['seconds'] / f['n']:.1f} | {speed} | {same} | {f'{memory:.0f}' if memory else ''} |")
+                  f"{f['seconds'] / f['n']:.1f} | {speed} | {answers} | {same} | {f'{memory:.0f}' if memory else ''} |")
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/prefix_share.py   # every run under runs/bench-prefix-cache/off
 
 For every question of every run (``hopqa eval``'s ``results.jsonl``, found under each directory),
-its LLM calls are taken in the order the trace holds them, and of each prompt's characters it
+its LLM calls are taken in the order their trace steps were opened, and of each prompt's characters it
 counts those that repeat the start of the previous call's prompt (all a server or a model that
 keeps one prompt can reuse) and those that repeat the start of some earlier call's prompt of the
 same question (what a prefix cache of many prompts can reuse: the embedded backend's, vLLM's
@@ -27,12 +27,20 @@ from hopqa.evaluation.runner import read_results
 
 
 def calls_in_order(step: dict[str, Any]) -> list[dict[str, Any]]:
-    """The LLM calls of a trace step and its children, depth first (the order they ran in for
-    one thread; concurrent children in the order they were started)."""
-    out = list(step.get("llm_calls") or [])
-    for child in step.get("children") or ():
-        out.extend(calls_in_order(child))
-    return out
+    """The LLM calls of a trace step and its children in the order their steps were opened (step
+    ids count up as steps open: Tree of Reviews opens a level's five reviews, then their
+    analyses), each step's own calls in order."""
+    found: list[tuple[int, int, dict[str, Any]]] = []
+
+    def walk(s: dict[str, Any]) -> None:
+        sid = s.get("id")
+        key = sid if isinstance(sid, int) else len(found)
+        found.extend((key, i, c) for i, c in enumerate(s.get("llm_calls") or []))
+        for child in s.get("children") or ():
+            walk(child)
+
+    walk(step)
+    return [c for _, _, c in sorted(found, key=lambda x: (x[0], x[1]))]
 
 
 def prompt_of(call: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ threads may call it, they take turns. Chat models are prompted through their cha
 
 Capabilities: generation with ``n`` samples (seeds ``seed, seed+1, ...``: decoded together in one
 batch of sequences sharing the prompt's KV cells, ``hopqa.llm.lockstep``, up to ``batch_samples``;
-one after another with ``batch_samples=0``), per-token log-probabilities
+one after another with ``batch_samples=0``, the default), per-token log-probabilities
 of generated text (only with ``logits_all=True``, spec ``embedded:NAME?logits_all=1``: it keeps
 an n_ctx x vocabulary scores buffer, ~0.8 GB for SmolLM2 and ~2.5 GB for Qwen at n_ctx 4096,
 and made prompt processing ~60% slower on SmolLM2 here, so it is off by default), and the log-likelihood
@@ -179,9 +179,10 @@ class EmbeddedConfig:
     #: 0: only the last prompt's, as llama.cpp keeps it).
     prefix_cache_mb: int = field(default=2048, metadata={"range": (0, 1_048_576)})
     #: Samples of one request decoded together, at most this many (``hopqa.llm.lockstep``: the
-    #: prompt evaluated once, one batch per next token); 0 or 1: every sample drawn alone, each
-    #: equal to the same seed's single call.
-    batch_samples: int = field(default=8, metadata={"range": (0, 64)})
+    #: prompt evaluated once, one batch per next token); 0 or 1 (the default): every sample drawn
+    #: alone, each equal to the same seed's single call. Off by default: on the 2-core machines
+    #: measured, a batch of 2 or 4 tokens took as long as 2 or 4 single ones (README).
+    batch_samples: int = field(default=0, metadata={"range": (0, 64)})
 
 
 def resolve_model(model: str, home: Path) -> Path:

@@ -1,8 +1,8 @@
 """``n`` samples of one prompt decoded together, in one batch of sequences sharing its KV cells.
 
 The embedded backend draws ``n`` samples (HGOT's Predict samples, LeapQuery's votes, GenRead's
-documents) as ``n`` calls with seeds ``seed, seed+1, ...`` one after another unless this module
-draws them together: the prompt is evaluated once (sequence 0, block-aligned as every prompt),
+documents) as ``n`` calls with seeds ``seed, seed+1, ...`` one after another; with
+``batch_samples`` > 1 this module draws them together: the prompt is evaluated once (sequence 0, block-aligned as every prompt),
 its cells are shared with sequences ``1..n`` (``llama_memory_seq_cp``: the cells get more
 sequence ids, nothing is copied), and each sample runs llama-cpp-python's own, unchanged
 completion code — chat template, sampler chain with its own seed, grammar, stop strings,
@@ -20,8 +20,8 @@ The numbers of a batch of ``k`` tokens are not bit-identical to ``k`` single-tok
 (llama.cpp's CPU kernels and attention change with the batch and the cache layout), so a sample
 drawn here may differ from the same seed drawn alone; it depends only on the request (its
 prompt, ``n``, seeds and options), so the same request still gives the same samples whatever ran
-before it. ``EmbeddedConfig.batch_samples=0`` draws every sample alone (README, "Batched
-samples": how often the two differ, measured).
+before it. ``EmbeddedConfig.batch_samples`` turns this on (``0``, the default, draws every
+sample alone; README, "Batched samples": how often the two differ, and the speed, measured).
 """
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ class Lockstep:
         self._round = 0
         self.error: BaseException | None = None
         self._batch = _internals.LlamaBatch(n_tokens=n, embd=0, n_seq_max=1, verbose=False)
+        #: Held while a sample reads its logits row (``llama_get_logits_ith`` may reorder the
+        #: context's outputs in place; ctypes calls release the GIL).
+        self.sampling = threading.Lock()
         #: Tokens decoded (every sample's generated tokens but the last of each).
         self.evaluated = 0
         #: Decoding rounds, and the tokens of each (for tests and traces).
@@ -207,7 +210,8 @@ def _sample_view(llama: Any, lock: Lockstep, seq: int, prompt_len: int) -> Any:
             view._row = row
 
     def sample(**_: Any) -> int:
-        return view._sampler.sample(view._ctx, view._row)
+        with lock.sampling:
+            return view._sampler.sample(view._ctx, view._row)
 
     view.eval = eval_tokens
     view.sample = sample
