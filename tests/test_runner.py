@@ -379,3 +379,20 @@ def test_bertscore_scorer_adds_its_metric_to_every_record(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert all(r["metrics"]["bertscore"] == 0.75 and "rouge_l" in r["metrics"] for r in lines)
     assert len(scorer.calls) == 3 and s.metrics["bertscore"] == 0.75
+
+
+def test_metric_dependencies_are_loaded_before_the_first_question(tmp_path, monkeypatch):
+    """No worker waits on rouge-score's import (with nltk and scipy) in the middle of a run: it is
+    loaded before the first LLM call (issue 32: it stalled all 8 workers for 1.2 s)."""
+    from hopqa.evaluation import metrics
+
+    monkeypatch.setattr(metrics, "_rouge", None)
+    seen = []
+
+    def reply(r):
+        seen.append(metrics._rouge is not None)
+        return "item " + r.text().split("What is item ")[-1].split("?")[0]
+
+    evaluate(build_method("retrieve-then-read", ScriptedLLM(replies=reply), k=2), examples(3), tmp_path / "run",
+             workers=2, progress=False)
+    assert seen and all(seen)

@@ -163,15 +163,26 @@ _rouge: Any = None
 _rouge_lock = threading.Lock()
 
 
-def rouge_l(prediction: str, golds: Sequence[str]) -> float:
-    """ROUGE-L F-measure of ``prediction``, the best over ``golds`` (0 when either side is empty)."""
+def load_metrics() -> None:
+    """Import what the metrics need (``rouge-score`` with nltk and scipy: about a second) before
+    the first question, so that no evaluation worker waits for it (issue 32: all 8 workers
+    stopped sending requests for 1.2 s while the first scored answer imported it)."""
+    _rouge_scorer()
+
+
+def _rouge_scorer() -> Any:
     global _rouge
     with _rouge_lock:
         if _rouge is None:
             from rouge_score import rouge_scorer
 
             _rouge = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-        scorer = _rouge
+        return _rouge
+
+
+def rouge_l(prediction: str, golds: Sequence[str]) -> float:
+    """ROUGE-L F-measure of ``prediction``, the best over ``golds`` (0 when either side is empty)."""
+    scorer = _rouge_scorer()
     if not prediction.strip():
         return 0.0
     return max((scorer.score(g, prediction)["rougeL"].fmeasure for g in golds if g.strip()), default=0.0)

@@ -54,7 +54,7 @@ from typing import Any
 from hopqa import jsonl
 from hopqa.config import write_atomic
 from hopqa.console import progress_bar
-from hopqa.evaluation.metrics import judge_accuracy, score_answer
+from hopqa.evaluation.metrics import judge_accuracy, load_metrics, score_answer
 from hopqa.methods.base import Method, RetrievingMethod
 from hopqa.retrieval.pool import CandidatePool, UnboundPool
 from hopqa.runtime import cancellable
@@ -338,6 +338,7 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
     stream = iter(examples)
     stop = threading.Event()
     pending: dict[Future[dict[str, Any] | None], Example] = {}
+    load_metrics()  # before the workers start: none of them waits on the import (metrics.load_metrics)
     pool = ThreadPoolExecutor(max_workers=workers)
 
     def one(ex: Example) -> dict[str, Any] | None:
