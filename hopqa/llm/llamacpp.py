@@ -374,9 +374,7 @@ class LlamaCppLLM(LLMBase):
         cancel = current_cancel_event()
         with self._lock:
             start = self.evaluated_tokens
-            self._reuse_blocks(prompt, limit=len(prompt))
-            self._canonical = self._whole_blocks(len(prompt))
-            self._eval_blocks(prompt, self._whole_blocks(len(prompt) - 1), cancel)
+            self._start_prompt(prompt, cancel)
             check_cancelled(cancel)
             self._llm.eval(prompt[self._llm.n_tokens:])
             evaluated = self.evaluated_tokens - start
@@ -573,13 +571,19 @@ class LlamaCppLLM(LLMBase):
         """llama-cpp-python's ``Llama.generate`` behind block-aligned reuse: its own prefix
         matching then finds exactly the kept blocks and evaluates the rest block by block."""
         prompt = list(tokens)
-        self._reuse_blocks(prompt, limit=len(prompt))
-        self._canonical = self._whole_blocks(len(prompt))
         cancel = current_cancel_event()
         start = self.evaluated_tokens
-        self._eval_blocks(prompt, self._whole_blocks(len(prompt) - 1), cancel)
+        self._start_prompt(prompt, cancel)
         return self._first_token_marks_prompt(until_cancelled(self._llama_generate(prompt, *args, **kwargs), cancel),
                                               start)
+
+    def _start_prompt(self, prompt: list[int], cancel: threading.Event | None) -> None:
+        """Before a generation: keep the cached whole blocks of ``prompt`` and evaluate its
+        other whole blocks but the last token's (between blocks, the cancellation signal is
+        checked); the rest is the caller's to evaluate."""
+        self._reuse_blocks(prompt, limit=len(prompt))
+        self._canonical = self._whole_blocks(len(prompt))
+        self._eval_blocks(prompt, self._whole_blocks(len(prompt) - 1), cancel)
 
     def _first_token_marks_prompt(self, tokens: Iterable[T], start: int) -> Iterator[T]:
         """``tokens``, noting when the first comes how many tokens evaluating the prompt took."""
