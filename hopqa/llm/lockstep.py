@@ -3,8 +3,8 @@
 The embedded backend draws ``n`` samples (HGOT's Predict samples, LeapQuery's votes, GenRead's
 documents) as ``n`` calls with seeds ``seed, seed+1, ...`` one after another; with
 ``batch_samples`` > 1 this module draws them together: the prompt is evaluated once (sequence
-0, block-aligned as every prompt), its cells are shared with sequences ``1..n`` (``llama_memory_seq_cp``: the cells get more
-sequence ids, nothing is copied), and each sample runs llama-cpp-python's own, unchanged
+0, block-aligned as every prompt), its cells are shared with sequences ``1..n``
+(``llama_memory_seq_cp``: the cells get more sequence ids, nothing is copied), and each sample runs llama-cpp-python's own, unchanged
 completion code — chat template, sampler chain with its own seed, grammar, stop strings,
 ``max_tokens``, detokenization — in a thread of its own on a *view* of the model: a shallow copy
 that shares the model and the context and has its own token history, sampler and sequence.
