@@ -8,8 +8,9 @@ Used by the evaluation runner (``results.jsonl``) and HGOT's bootstrap (the reco
   threads: a process killed at any moment loses at most the line being written, which is then
   a torn last line (no newline, or not JSON). A write that fails (a full disk) is undone — the
   file is cut back to where the line began — and raises ``AppendError`` naming the file and the
-  cause, so the lines written before stay whole and nothing half-written is left. It starts on
-  a fresh line: a torn last line left in the file (not repaired) is ended with a newline, so it
+  cause, so the lines written before stay whole and nothing half-written is left. A Ctrl-C that
+  arrives once the whole line is written (during ``fsync``) keeps it: it is a finished record.
+  It starts on a fresh line: a torn last line left in the file (not repaired) is ended with a newline, so it
   stays a bad line of its own that readers skip, and the new records are whole.
 - ``scan`` reads a file as a stream, line by line (never the whole file in memory; a line
   longer than ``MAX_LINE_BYTES`` is a bad line): the records by key (the newest good line of a
@@ -308,13 +309,21 @@ class Appender:
     def _append(self, data: bytes) -> None:
         """Write ``data`` whole and sync it, or leave the file as it was and raise ``AppendError``."""
         before = os.fstat(self._fd).st_size
+        view = memoryview(data)
         try:
-            view = memoryview(data)
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
             os.fsync(self._fd)
         except BaseException as exc:  # a full disk, or Ctrl-C between two writes: no half line stays
+            if not view and not isinstance(exc, OSError):
+                # Ctrl-C during fsync, after the whole line was written: the line is a finished
+                # record, so it stays (synced) and the interrupt goes on.
+                try:
+                    os.fsync(self._fd)
+                except OSError:
+                    pass
+                raise
             try:
                 os.ftruncate(self._fd, before)  # cutting frees space: works on a full disk
             except OSError:

@@ -126,6 +126,46 @@ def test_a_failed_append_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     assert set(jsonl.read(path)) == {"a", "c"}
 
 
+def test_ctrl_c_during_the_sync_keeps_the_whole_line_and_goes_on(tmp_path, monkeypatch):
+    import os
+
+    path = tmp_path / "f.jsonl"
+    out = jsonl.Appender(path)
+    out.write({"id": "a"})
+    real, calls = os.fsync, []
+
+    def interrupted_once(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real(fd)
+
+    monkeypatch.setattr(jsonl.os, "fsync", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        out.write({"id": "b"})
+    assert len(calls) == 2  # synced again before the interrupt goes on
+    assert set(jsonl.read(path)) == {"a", "b"}  # a finished record is not cut off
+
+
+def test_ctrl_c_in_the_middle_of_a_line_cuts_it_off(tmp_path, monkeypatch):
+    import os
+
+    path = tmp_path / "f.jsonl"
+    out = jsonl.Appender(path)
+    out.write({"id": "a"})
+    real = os.write
+
+    def half_then_interrupt(fd, data):
+        real(fd, bytes(data)[:5])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jsonl.os, "write", half_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        out.write({"id": "b", "text": "x" * 100})
+    monkeypatch.undo()
+    assert path.read_text() == _line({"id": "a"})
+
+
 def test_scan_streams_and_skips_a_line_longer_than_the_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
     path = tmp_path / "f.jsonl"

@@ -381,8 +381,11 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         if on_record is not None:
             on_record(rec)
 
-    def finished() -> list[tuple[Future[dict[str, Any] | None], Example]]:
-        return [(fut, pending.pop(fut)) for fut in [f for f in pending if f.done()]]
+    def finished() -> Iterator[tuple[Future[dict[str, Any] | None], Example]]:
+        """The finished questions, each taken off ``pending`` only as it is handed out: a Ctrl-C
+        while one is written leaves the others pending, for the handler below to write."""
+        for fut in [f for f in pending if f.done()]:
+            yield fut, pending.pop(fut)
 
     try:
         with cancellable(stop):
