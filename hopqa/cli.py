@@ -436,15 +436,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from hopqa.evaluation.report import build_report
+    from hopqa.evaluation.report import COMPARED, build_report
 
     if args.short_pct > args.long_pct:
         raise UsageError(f"--short-pct ({args.short_pct}) must not be above --long-pct ({args.long_pct})")
+    by = [f.strip() for f in args.by if f.strip()]
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics is not None else COMPARED
+    if args.baseline is not None and not metrics:
+        raise UsageError("--metrics names no metric (e.g. --metrics em,f1)")
     out = Path(args.out or args.runs[0])
     try:
         table, out_dir = build_report(args.runs, out, stratify=args.stratify_length, long_pct=args.long_pct,
-                                      short_pct=args.short_pct, plots=not args.no_plots)
-    except FileNotFoundError as exc:
+                                      short_pct=args.short_pct, plots=not args.no_plots, by=by,
+                                      baseline=args.baseline, metrics=metrics, seed=args.seed)
+    except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     print(table)
     print(f"\nwrote {out_dir / 'report.md'} and {out_dir / 'report.html'}", file=sys.stderr)
@@ -748,6 +753,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Long: above this percentile of length (0-100)")
     rp.add_argument("--short-pct", type=_number(float, 0, 100), default=1.5,
                     help="Short: below this percentile of length (0-100)")
+    rp.add_argument("--by", action="append", default=[], metavar="FIELD",
+                    help="also split by a field of the questions: hops (MuSiQue), type, level (HotpotQA), type "
+                         "(2WikiMultihopQA), any field of a question file's extras, status (repeatable)")
+    rp.add_argument("--baseline", metavar="METHOD",
+                    help="compare every other method with this one on the questions both answered: the paired "
+                         "difference, its 95%% interval, p-value, wins / ties / losses")
+    rp.add_argument("--metrics", help="metrics compared with --baseline, of those the runs have (default: em,f1,acc,"
+                                      "label_acc)")
+    rp.add_argument("--seed", type=_number(int, 0, 2**32 - 1), default=0,
+                    help="seed of the bootstrap and permutation resampling (default 0: reports are reproducible)")
     rp.add_argument("--no-plots", action="store_true")
     rp.set_defaults(func=cmd_report)
 

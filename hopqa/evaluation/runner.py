@@ -31,7 +31,9 @@ question starts, the ones in flight are cancelled at their next model or retriev
 ``run_dir/config.json`` records what was run; it is written atomically, a resumed run with a
 different configuration is refused rather than mixed, and a damaged one (unreadable, not a JSON
 object) is refused with what to do. ``run_dir/summary.json`` holds the aggregate metrics and
-cost, rewritten atomically at the end. One run at a time writes a run directory: ``evaluate``
+cost, rewritten atomically at the end; ``run_dir/questions.json`` the number of questions the
+run was asked (at the start when it is known, and at the end), so that a report marks a run
+with fewer records as partial. One run at a time writes a run directory: ``evaluate``
 holds a lock on ``run_dir/.lock`` (released when the process ends, even by ``kill -9``).
 
 Settings: ``distractor`` — each question retrieves only from its own candidate paragraphs
@@ -58,7 +60,13 @@ from hopqa.evaluation.metrics import judge_accuracy, load_metrics, score_answer
 from hopqa.methods.base import Method, RetrievingMethod
 from hopqa.retrieval.pool import CandidatePool, UnboundPool
 from hopqa.runtime import cancellable
-from hopqa.trace import PARSE_DIRECT, PARSE_FALLBACK, PARSE_STATUSES, parse_counts, submit
+from hopqa.trace import (
+    PARSE_DIRECT,
+    PARSE_FALLBACK,
+    PARSE_STATUSES,
+    parse_counts,
+    submit,
+)
 from hopqa.types import Answer, Example, Usage
 
 SETTINGS = ("distractor", "open")
@@ -196,9 +204,22 @@ def _fields(example: Example, answer: Answer, setting: str, metrics: dict[str, f
         "usage": answer.usage.to_dict(),
         "passages": [{"id": p.id, "title": p.title, "score": p.score} for p in answer.passages],
         "question_words": len(example.question.split()),
+        "fields": example_fields(example),
         "parse": parse_counts(trace := answer.trace.to_dict() if answer.trace is not None else None),
         "trace": trace,
     }
+
+
+#: Longest text of an example's field kept in its record (``example_fields``).
+FIELD_CHARS = 200
+
+
+def example_fields(example: Example) -> dict[str, Any]:
+    """The example's dataset fields a report can split by (``hopqa report --by``): its extras
+    that are a number, a truth value or a text of at most ``FIELD_CHARS`` characters
+    (HotpotQA's ``type`` and ``level``, 2WikiMultihopQA's ``type``, a question file's own)."""
+    return {key: value for key, value in example.extras.items()
+            if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= FIELD_CHARS)}
 
 
 def _answer(method: Method, example: Example, setting: str) -> Answer:
@@ -256,8 +277,13 @@ def evaluate(
             _check_config(out / "config.json", config or {}, write=True)
         except OSError as exc:
             raise RunWriteError(_cannot_write(out / "config.json", exc, "before any question was answered")) from exc
+        if total is None and isinstance(examples, Sized):
+            total = len(examples)
+        if total is not None:
+            _write_asked(out, total)
         wanted = _run(method, examples, results_path, setting, workers, judge, retry_failed, support_k,
                       progress, on_record, bertscore, total)
+        _write_asked(out, len(wanted))
         try:  # the run completed: one line per id from now on
             found = jsonl.compact(results_path, key="id", check=check_record, keep=_status)
         except OSError as exc:  # a full disk: the log stays as it is, whole, and is read as one
@@ -271,6 +297,26 @@ def evaluate(
             raise RunWriteError(_cannot_write(out / "summary.json", exc, "every question is recorded in "
                                               f"{results_path}; hopqa report reads them")) from exc
     return summary
+
+
+def _write_asked(run_dir: Path, asked: int) -> None:
+    """Record how many questions the run was asked (``questions.json``), for reports to mark a
+    run with fewer answers as partial; a failed write loses only that mark."""
+    try:
+        write_atomic(run_dir / "questions.json", json.dumps({"asked": asked}))
+    except OSError as exc:
+        warnings.warn(f"cannot write {run_dir / 'questions.json'} ({_oserror(exc)}): reports will not know whether "
+                      "this run is complete", RuntimeWarning, stacklevel=3)
+
+
+def read_asked(run_dir: Path) -> int | None:
+    """The number of questions the run in ``run_dir`` was asked, or ``None`` when it did not
+    record it (runs made before hopqa did, or an unreadable ``questions.json``)."""
+    try:
+        asked = jsonl.loads((run_dir / "questions.json").read_text(encoding="utf-8")).get("asked")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 0 else None
 
 
 class RunWriteError(RuntimeError):
@@ -308,7 +354,7 @@ def _prepare(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunDirectoryError(f"cannot use {out} as a run directory: {_oserror(exc)}") from exc
-    for name in ("results.jsonl", "config.json", "summary.json", ".lock"):
+    for name in ("results.jsonl", "config.json", "summary.json", "questions.json", ".lock"):
         if (out / name).is_dir():
             raise RunDirectoryError(f"{out / name} is a directory, not the run's file: remove it, or use another "
                                     "--out directory")
@@ -502,10 +548,15 @@ def parse_rates(records: Iterable[dict[str, Any]]) -> dict[str, float]:
     return _parse_rates(totals)
 
 
-def _add_parse(totals: dict[str, int], record: dict[str, Any]) -> None:
+def record_parse_counts(record: dict[str, Any]) -> dict[str, int]:
+    """How the structured outputs of one recorded question were read, by parse status."""
     counts = record.get("parse") or parse_counts(record.get("trace"))
-    for key in totals:
-        totals[key] += int(counts.get(key, 0))
+    return {key: int(counts.get(key, 0)) for key in PARSE_STATUSES}
+
+
+def _add_parse(totals: dict[str, int], record: dict[str, Any]) -> None:
+    for key, count in record_parse_counts(record).items():
+        totals[key] += count
 
 
 def _parse_rates(totals: dict[str, int]) -> dict[str, float]:
