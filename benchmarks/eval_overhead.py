@@ -3,7 +3,8 @@ the cached re-run, against a fake OpenAI-compatible server that answers every re
 fixed delay (no model, no network).
 
     .venv/bin/python benchmarks/eval_overhead.py [--delay 0.2] [--limit 64] [--workers 1,8]
-        [--methods retrieve-then-read,self-ask] [--dataset hotpotqa]
+        [--methods retrieve-then-read,self-ask] [--dataset hotpotqa] [--peers dspy,sdk]
+        [--peer-python /path/to/venv-with-dspy/bin/python]
 
 For each method and worker count, ``hopqa eval`` runs as a subprocess on the first ``--limit``
 shipped dev questions (distractor setting) twice with the same ``--home``: a first run, whose
@@ -21,6 +22,13 @@ cache answers. Printed per row:
   the same for the time from the first request to the end (start-up left out: it does not
   shrink with workers).
 
+Then, in the same run and against the same server, the peers: Retrieve-then-Read on the same
+questions written with DSPy (``dspy.Predict`` under ``dspy.Evaluate``, its cache for the re-run)
+and with the bare openai SDK in a thread pool (no cache), by ``benchmarks/overhead_peers.py``
+under ``--peer-python`` (a venv with ``pip install dspy==3.4.1``: DSPy is not a dependency of
+hopqa); a peer that is not installed there gets a row saying so. The server answers DSPy's
+prompts in DSPy's ``[[ ## answer ## ]]`` format, so it makes one call a question as the others.
+
 The server is ``tests/fault_server.py``'s ``FaultServer`` (imported by path) with no faults.
 Figures depend on the machine and on its load: run nothing else meanwhile and quote the load
 average (printed with the machine). ``PYTHONPATH`` chooses the hopqa that runs (e.g. a
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
 import subprocess
@@ -57,7 +66,7 @@ def timed_server(fault_server: Any, delay: float) -> Any:
 
     class TimedServer(fault_server.FaultServer):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
-            super().__init__(faults={}, delay=delay)
+            super().__init__(faults={}, delay=delay, reply=dspy_reply(fault_server.answer_for))
             self.arrivals: list[float] = []
 
         def record(self, path: str, body: dict[str, Any], headers: Any, kind: str) -> None:
@@ -80,24 +89,67 @@ def clean_env() -> dict[str, str]:
 
 def run_eval(server: Any, method: str, workers: int, home: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One ``hopqa eval`` subprocess; its wall time and what the server saw."""
-    server.reset()
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", args.dataset, "--split", "dev",
            "--setting", "distractor", "--method", method, "--limit", str(args.limit),
            "--llm", f"openai:fake@{server.url}?timeout=30", "--workers", str(workers),
            "--home", str(home), "--out", str(out), "--no-progress"]
+    return timed(server, cmd, out.parent, args.delay)  # cwd not the checkout: PYTHONPATH (or the installed hopqa)
+
+
+def run_peer(server: Any, peer: str, workers: int, questions: Path, cache: Path, args: argparse.Namespace
+             ) -> dict[str, Any]:
+    """One run of ``overhead_peers.py`` (DSPy or the SDK) under ``--peer-python``."""
+    cmd = [args.peer_python, str(ROOT / "benchmarks" / "overhead_peers.py"), peer, "--url", server.url + "/v1",
+           "--questions", str(questions), "--workers", str(workers), "--cache-dir", str(cache)]
+    return timed(server, cmd, questions.parent, args.delay)
+
+
+def timed(server: Any, cmd: list[str], cwd: Path, delay: float) -> dict[str, Any]:
+    """Run ``cmd``; its wall time, the server's first request after start (``start``), the
+    time from the last reply to the exit (``end``) and, for sequential calls, the time between
+    two requests beyond the server's delay (``overhead``)."""
+    server.reset()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), check=False, timeout=1800,
-                          cwd=out.parent)  # not the checkout: PYTHONPATH (or the installed hopqa) decides
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), check=False, timeout=1800, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"hopqa eval failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     arrivals = sorted(server.arrivals)
     start = arrivals[0] - t0 if arrivals else None
     overhead = None
-    if workers == 1 and len(arrivals) > 1:
-        overhead = (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) - args.delay
-    end = wall - (arrivals[-1] - t0) - args.delay if arrivals else None
+    if len(arrivals) > 1:
+        overhead = (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) - delay
+    end = wall - (arrivals[-1] - t0) - delay if arrivals else None
     return {"wall": wall, "start": start, "end": end, "calls": len(arrivals), "overhead": overhead}
+
+
+def dspy_reply(answer: Any) -> Any:
+    """The fake server's reply: hopqa's and the SDK's as ``tests/fault_server.py`` gives it; in
+    DSPy's ChatAdapter format for a DSPy prompt (its ``[[ ## field ## ]]`` markers)."""
+
+    def reply(prompt: str) -> str:
+        text = answer(prompt)
+        if "[[ ## " in prompt:
+            return f"[[ ## answer ## ]]\n{text}\n\n[[ ## completed ## ]]"
+        return text
+
+    return reply
+
+
+def write_questions(args: argparse.Namespace, path: Path) -> Path:
+    """The questions hopqa's runs answer, as ``overhead_peers.py`` reads them."""
+    from hopqa.datasets import iter_dataset
+
+    rows = [{"id": ex.id, "question": ex.question, "answers": ex.answers,
+             "paragraphs": [[p.title, p.text] for p in ex.paragraphs]}
+            for ex in iter_dataset(args.dataset, "dev", limit=args.limit)]
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    return path
+
+
+def peer_available(python: str, peer: str) -> bool:
+    module = "dspy" if peer == "dspy" else "openai"
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, check=False).returncode == 0
 
 
 def machine() -> str:
@@ -113,7 +165,13 @@ def main() -> None:
     ap.add_argument("--workers", default="1,8", help="worker counts, comma-separated (the first is the baseline)")
     ap.add_argument("--methods", default="retrieve-then-read,self-ask")
     ap.add_argument("--dataset", default="hotpotqa")
+    ap.add_argument("--peers", default="dspy,sdk",
+                    help="the same Retrieve-then-Read in DSPy and with the bare openai SDK (overhead_peers.py), "
+                         "comma-separated; empty for none")
+    ap.add_argument("--peer-python", default=sys.executable,
+                    help="the Python that has the peers installed (e.g. a venv with dspy==3.4.1)")
     args = ap.parse_args()
+    peers = [p for p in args.peers.split(",") if p]
     workers = [int(w) for w in args.workers.split(",") if w]
     methods = [m for m in args.methods.split(",") if m]
     fault_server = load_fault_server()
@@ -124,30 +182,52 @@ def main() -> None:
     where = subprocess.run([sys.executable, "-c", "import hopqa; print(hopqa.__file__)"], capture_output=True,
                            text=True, env=clean_env(), cwd=tempfile.gettempdir(), check=False).stdout.strip()
     print(f"# hopqa from: {Path(where).parent if where else '?'}\n")
-    print("| method | workers | calls | first run s | start s | end s | overhead ms/call | speed-up | after start "
-          "| cached re-run s | cached % of first |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| harness | method | workers | calls | first run s | start s | end s | overhead ms/call | speed-up "
+          "| after start | cached re-run s | cached % of first |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         with tempfile.TemporaryDirectory(prefix="hopqa-overhead-") as tmp:
             for method in methods:
-                base_wall = base_run = None
+                rows: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = []
                 for w in workers:
                     home = Path(tmp) / f"home-{method}-{w}"
                     first = run_eval(server, method, w, home, Path(tmp) / f"out-{method}-{w}-first", args)
                     cached = run_eval(server, method, w, home, Path(tmp) / f"out-{method}-{w}-cached", args)
-                    run = first["wall"] - (first["start"] or 0.0)
-                    base_wall, base_run = base_wall or first["wall"], base_run or run
-                    start = f"{first['start']:.2f}" if first["start"] is not None else "-"
-                    overhead = f"{first['overhead'] * 1000:.1f}" if first["overhead"] is not None else "-"
-                    end = f"{first['end']:.2f}" if first["end"] is not None else "-"
-                    print(f"| {method} | {w} | {first['calls']} | {first['wall']:.2f} | {start} | {end} | {overhead} "
-                          f"| {base_wall / first['wall']:.2f}x | {base_run / run:.2f}x | {cached['wall']:.2f} "
-                          f"| {100 * cached['wall'] / first['wall']:.1f}% |", flush=True)
-                    if cached["calls"]:
-                        print(f"#   note: the cached re-run still sent {cached['calls']} requests", flush=True)
+                    rows.append((w, first, cached))
+                print_rows("hopqa", method, rows)
+            questions = write_questions(args, Path(tmp) / "questions.json") if peers else None
+            for peer in peers:
+                if not peer_available(args.peer_python, peer):
+                    print(f"| {peer} | not installed in {args.peer_python} (pip install "
+                          f"{'dspy==3.4.1' if peer == 'dspy' else 'openai'}) |")
+                    continue
+                rows = []
+                for w in workers:
+                    cache = Path(tmp) / f"cache-{peer}-{w}"
+                    first = run_peer(server, peer, w, questions, cache, args)
+                    cached = run_peer(server, peer, w, questions, cache, args) if peer == "dspy" else None
+                    rows.append((w, first, cached))
+                print_rows(peer, "retrieve-then-read", rows)
     finally:
         server.close()
     print(f"\n# load average after: {os.getloadavg()[0]:.2f}")
+
+
+def print_rows(harness: str, method: str, rows: list[tuple[int, dict[str, Any], dict[str, Any] | None]]) -> None:
+    """One table row per worker count: the first run, against the first worker count's."""
+    base_wall = base_run = None
+    for w, first, cached in rows:
+        run = first["wall"] - (first["start"] or 0.0)
+        base_wall, base_run = base_wall or first["wall"], base_run or run
+        start = f"{first['start']:.2f}" if first["start"] is not None else "-"
+        overhead = f"{first['overhead'] * 1000:.1f}" if first["overhead"] is not None and w == 1 else "-"
+        end = f"{first['end']:.2f}" if first["end"] is not None else "-"
+        again = (f"{cached['wall']:.2f} | {100 * cached['wall'] / first['wall']:.1f}%" if cached is not None
+                 else "- | -")
+        print(f"| {harness} | {method} | {w} | {first['calls']} | {first['wall']:.2f} | {start} | {end} | {overhead} "
+              f"| {base_wall / first['wall']:.2f}x | {base_run / run:.2f}x | {again} |", flush=True)
+        if cached is not None and cached["calls"]:
+            print(f"#   note: the cached re-run still sent {cached['calls']} requests", flush=True)
 
 
 if __name__ == "__main__":

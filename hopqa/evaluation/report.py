@@ -40,6 +40,7 @@ import io
 import json
 import math
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,7 @@ NAMED_IDS = 5
 NOT_RECORDED = "(not recorded)"
 
 
-@dataclass
+@dataclass(eq=False)
 class Row:
     """One run (or one stratum of it) in the table. ``intervals`` holds the ends of each
     figure's 95 % interval; ``run_n`` and ``asked`` the run's records and the questions it was
@@ -146,7 +147,7 @@ class Row:
                 "label": self.name}
 
 
-@dataclass
+@dataclass(eq=False)
 class PairedRow:
     """A method against the baseline on the ids both recorded, for one metric and stratum."""
 
@@ -339,7 +340,7 @@ def compare_rows(rows: list[Row], baseline: str, metrics: Iterable[str] = COMPAR
         raise ValueError(f"no run of the baseline method {baseline!r} (the runs hold: {methods})")
     out = []
     for base in bases:
-        peers = [r for r in rows if r.run != base.run and r not in bases and
+        peers = [r for r in rows if r.run != base.run and all(r is not b for b in bases) and
                  (r.dataset, r.split, r.setting, r.stratum) == (base.dataset, base.split, base.setting, base.stratum)]
         for other in peers:
             for metric in metrics:
@@ -483,7 +484,7 @@ def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     write_atomic(path, buffer.getvalue())
     return path
@@ -528,8 +529,8 @@ def _plots(rows: list[Row], pairs: list[PairedRow], out_dir: Path) -> list[Path]
     paths.append(_save(fig, out_dir / "score_vs_cost.png"))
     for dataset in sorted({r.dataset for r in main}):
         sub = [r for r in main if r.dataset == dataset]
-        fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(sub) + 2), 3.5))
-        labels = [f"{_label(r)}\n{r.setting}" for r in sub]
+        fig, ax = plt.subplots(figsize=(max(4, 1.5 * len(sub) + 2), 4))
+        labels = [textwrap.fill(f"{_label(r)} · {r.setting}", 18) for r in sub]
         xs = range(len(sub))
         ax.bar([x - 0.2 for x in xs], [r.metrics.get("em", 0) for r in sub], width=0.4, label="EM",
                yerr=_errors(sub, "em"), capsize=3)
@@ -552,7 +553,7 @@ def _forest(pairs: list[PairedRow], out_dir: Path) -> Path:
     import matplotlib.pyplot as plt
 
     shown = [p for p in pairs if not math.isnan(p.result.diff)]
-    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.35 * len(shown) + 1.2)))
+    fig, ax = plt.subplots(figsize=(10, max(2.0, 0.35 * len(shown) + 1.2)))
     for y, p in enumerate(shown):
         r = p.result
         lo, hi = (r.diff - r.low, r.high - r.diff) if not math.isnan(r.low) else (0.0, 0.0)
@@ -562,7 +563,7 @@ def _forest(pairs: list[PairedRow], out_dir: Path) -> Path:
     ax.set_yticklabels([f"{p.method} − {p.baseline}: {p.metric} ({p.dataset}, {p.stratum})"
                         + (" partial" if p.partial else "") for p in shown], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("difference to the baseline (paired 95 % interval; red: excludes 0)")
+    ax.set_xlabel("method − baseline, paired 95 % interval (red: excludes 0)")
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     return _save(fig, out_dir / "differences.png")

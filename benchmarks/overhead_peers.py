@@ -1,0 +1,105 @@
+"""Retrieve-then-Read written with DSPy or with the bare openai SDK, for
+``benchmarks/eval_overhead.py`` to time beside ``hopqa eval`` against the same fake server.
+
+    PYTHON benchmarks/overhead_peers.py {dspy,sdk} --url URL --questions FILE --workers N [--cache-dir DIR]
+
+Run by the Python that has the peer installed (``--peer-python`` of ``eval_overhead.py``; e.g. a
+venv with ``pip install dspy==3.4.1``): it imports neither hopqa nor anything of this
+repository. ``FILE`` holds the questions as JSON (``[{"id", "question", "answers",
+"paragraphs": [[title, text], ...]}]``, written by ``eval_overhead.py`` from hopqa's shipped
+data). Each question: its paragraphs ranked by words shared with the question, the top 5 in
+one prompt, one LLM call, the answer scored by exact match; ``N`` threads. ``dspy``:
+``dspy.Predict("context, question -> answer")`` evaluated by ``dspy.Evaluate`` with
+``num_threads=N`` (DSPy's own harness; its response cache in ``--cache-dir``, so a second run is
+its cached re-run); ``sdk``: ``openai.OpenAI().chat.completions.create`` in a thread pool, no
+cache. Prints one JSON line: the seconds from start to exit and the exact-match rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import string
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+T0 = time.perf_counter()  # before the peer's imports: its start-up counts, as hopqa's does
+
+
+def normalize(text: str) -> str:
+    text = "".join(c for c in text.lower() if c not in set(string.punctuation))
+    return " ".join(w for w in text.split() if w not in ("a", "an", "the"))
+
+
+def top_passages(question: str, paragraphs: list[list[str]], k: int = 5) -> str:
+    words = set(re.findall(r"\w+", question.lower()))
+    ranked = sorted(paragraphs, key=lambda p: -len(words & set(re.findall(r"\w+", (p[0] + " " + p[1]).lower()))))
+    return "\n\n".join(f"{title}: {text}" for title, text in ranked[:k])
+
+
+def exact(prediction: str, answers: list[str]) -> float:
+    return float(any(normalize(prediction) == normalize(a) for a in answers))
+
+
+def run_sdk(url: str, questions: list[dict[str, Any]], workers: int) -> float:
+    import openai
+
+    client = openai.OpenAI(base_url=url, api_key="fake", max_retries=0, timeout=30)
+
+    def one(q: dict[str, Any]) -> float:
+        context = top_passages(q["question"], q["paragraphs"])
+        reply = client.chat.completions.create(
+            model="fake", temperature=0, max_tokens=64,
+            messages=[{"role": "user", "content": f"Answer the question from the passages.\n\n{context}\n\n"
+                                                  f"Question: {q['question']}\nAnswer:"}])
+        return exact(reply.choices[0].message.content or "", q["answers"])
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        scores = list(pool.map(one, questions))
+    return sum(scores) / max(1, len(scores))
+
+
+def run_dspy(url: str, questions: list[dict[str, Any]], workers: int, cache_dir: str | None) -> float:
+    if cache_dir:
+        os.environ["DSPY_CACHEDIR"] = cache_dir
+    import dspy
+
+    lm = dspy.LM("openai/fake", api_base=url, api_key="fake", temperature=0, max_tokens=64, num_retries=0)
+    dspy.configure(lm=lm)
+    program = dspy.Predict("context, question -> answer")
+    devset = [dspy.Example(context=top_passages(q["question"], q["paragraphs"]), question=q["question"],
+                           answers=q["answers"]).with_inputs("context", "question") for q in questions]
+
+    def metric(example: Any, prediction: Any, trace: Any = None) -> float:
+        return exact(prediction.answer or "", example.answers)
+
+    evaluate = dspy.Evaluate(devset=devset, metric=metric, num_threads=workers, display_progress=False)
+    result = evaluate(program)
+    score = getattr(result, "score", result)
+    return float(score) / 100 if float(score) > 1 else float(score)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("peer", choices=("dspy", "sdk"))
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--questions", required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--cache-dir")
+    args = ap.parse_args()
+    with open(args.questions, encoding="utf-8") as f:
+        questions = json.load(f)
+    if args.peer == "sdk":
+        em = run_sdk(args.url, questions, args.workers)
+    else:
+        em = run_dspy(args.url, questions, args.workers, args.cache_dir)
+    print(json.dumps({"seconds": time.perf_counter() - T0, "em": em}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
