@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import re
 import socket
@@ -294,25 +295,67 @@ CANCEL_POLL_SECONDS = 0.05
 
 @contextmanager
 def _bounded(seconds: float, max_bytes: int, cancel: threading.Event | None = None) -> Iterator[_Bound]:
-    """The bound of one request made in the block; with ``cancel``, a watcher aborts the
+    """The bound of one request made in the block; with ``cancel``, the watcher aborts the
     request (``_Bound.abort``) within ``CANCEL_POLL_SECONDS`` of the event being set."""
     bound = _Bound(seconds, max_bytes)
     _bound.value = bound
-    done = threading.Event()
-    if cancel is not None:
-        threading.Thread(target=_watch, args=(cancel, done, bound), name="hopqa-cancel-watch", daemon=True).start()
+    token = _WATCHER.add(bound.abort, cancel=cancel) if cancel is not None else None
     try:
         yield bound
     finally:
-        done.set()
+        if token is not None:
+            _WATCHER.remove(token)
         _bound.value = None
 
 
-def _watch(cancel: threading.Event, done: threading.Event, bound: _Bound) -> None:
-    while not done.wait(CANCEL_POLL_SECONDS):
-        if cancel.is_set():
-            bound.abort()
-            return
+class _Watcher:
+    """One daemon thread that watches every request in flight — its cancellation signal, or
+    the deadline of its body — and calls the request's action (abort it, shut its socket) when
+    the signal is set or the deadline passes, within ``CANCEL_POLL_SECONDS``. It sleeps while
+    nothing is watched. One thread per process, not one or two started for each request: those
+    cost every call of an evaluation with eight workers."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._watched: dict[int, tuple[Callable[[], None], threading.Event | None, float | None]] = {}
+        self._next = 0
+        self._pid = 0  # the process whose thread runs (a forked child starts its own)
+
+    def add(self, action: Callable[[], None], cancel: threading.Event | None = None,
+            deadline: float | None = None) -> int:
+        """Watch until ``remove``: ``action()`` once ``cancel`` is set or ``time.monotonic()``
+        passes ``deadline``."""
+        with self._cond:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="hopqa-request-watch", daemon=True).start()
+            self._next += 1
+            self._watched[self._next] = (action, cancel, deadline)
+            self._cond.notify()
+            return self._next
+
+    def remove(self, token: int) -> None:
+        with self._cond:
+            self._watched.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._watched:
+                    self._cond.wait()
+                now = time.monotonic()
+                fired = [token for token, (_, cancel, deadline) in self._watched.items()
+                         if (cancel is not None and cancel.is_set()) or (deadline is not None and now >= deadline)]
+                actions = [self._watched.pop(token)[0] for token in fired]
+            for action in actions:
+                try:
+                    action()
+                except Exception:  # noqa: BLE001, S110 - one request's socket must not stop the watcher
+                    pass
+            time.sleep(CANCEL_POLL_SECONDS)
+
+
+_WATCHER = _Watcher()
 
 
 def _too_large(limit: int, how: str) -> _BadReply:
@@ -443,7 +486,7 @@ def _bounded_body_class(http: Any) -> type:
 
     class BoundedBody(http.SyncByteStream):  # type: ignore[name-defined,misc]
         """A response body read up to ``bound.max_bytes`` bytes and until ``bound.deadline``,
-        when a watchdog shuts the connection's socket (waking a read that waits for a trickle);
+        when the watcher shuts the connection's socket (waking a read that waits for a trickle);
         the read then ends in the library's ``ReadTimeout``."""
 
         def __init__(self, inner: Any, bound: _Bound, network_stream: Any) -> None:
@@ -460,9 +503,7 @@ def _bounded_body_class(http: Any) -> type:
             return http.ReadTimeout("the reply was not read whole before the request's deadline")
 
         def __iter__(self) -> Iterator[bytes]:
-            watchdog = threading.Timer(max(self._bound.left(), 0.0), self._expire)
-            watchdog.daemon = True
-            watchdog.start()
+            watchdog = _WATCHER.add(self._expire, deadline=self._bound.deadline)
             read = 0
             try:
                 for chunk in self._inner:
@@ -479,7 +520,7 @@ def _bounded_body_class(http: Any) -> type:
                     raise self._timeout() from None
                 raise
             finally:
-                watchdog.cancel()
+                _WATCHER.remove(watchdog)
             if self._expired.is_set():  # a body delimited by the end of the connection the watchdog ended
                 raise self._timeout()
 
