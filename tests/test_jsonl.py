@@ -102,7 +102,8 @@ def test_appender_writes_valid_utf8_for_lone_surrogates(tmp_path):
     assert path.read_bytes().decode("utf-8") == '{"id": "a", "text": "broken \ufffd reply"}\n'
 
 
-def test_a_failed_append_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failure", ["full disk", "ctrl-c"])
+def test_a_failed_append_leaves_the_file_as_it_was(tmp_path, monkeypatch, failure):
     import errno
     import os
 
@@ -111,14 +112,20 @@ def test_a_failed_append_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     out.write({"id": "a"})
     real = os.write
 
-    def half_then_full(fd, data):
+    def half_then_fail(fd, data):
         real(fd, bytes(data)[:5])
+        if failure == "ctrl-c":
+            raise KeyboardInterrupt
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(jsonl.os, "write", half_then_full)
-    with pytest.raises(jsonl.AppendError, match="No space left on device") as info:
-        out.write({"id": "b", "text": "x" * 100})
-    assert info.value.errno == errno.ENOSPC
+    monkeypatch.setattr(jsonl.os, "write", half_then_fail)
+    if failure == "ctrl-c":
+        with pytest.raises(KeyboardInterrupt):
+            out.write({"id": "b", "text": "x" * 100})
+    else:
+        with pytest.raises(jsonl.AppendError, match="No space left on device") as info:
+            out.write({"id": "b", "text": "x" * 100})
+        assert info.value.errno == errno.ENOSPC
     monkeypatch.undo()
     assert path.read_text() == _line({"id": "a"})  # the half line was cut off again
     out.write({"id": "c"})
@@ -145,25 +152,6 @@ def test_ctrl_c_during_the_sync_keeps_the_whole_line_and_goes_on(tmp_path, monke
         out.write({"id": "b"})
     assert len(calls) == 2  # synced again before the interrupt goes on
     assert set(jsonl.read(path)) == {"a", "b"}  # a finished record is not cut off
-
-
-def test_ctrl_c_in_the_middle_of_a_line_cuts_it_off(tmp_path, monkeypatch):
-    import os
-
-    path = tmp_path / "f.jsonl"
-    out = jsonl.Appender(path)
-    out.write({"id": "a"})
-    real = os.write
-
-    def half_then_interrupt(fd, data):
-        real(fd, bytes(data)[:5])
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(jsonl.os, "write", half_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        out.write({"id": "b", "text": "x" * 100})
-    monkeypatch.undo()
-    assert path.read_text() == _line({"id": "a"})
 
 
 def test_scan_streams_and_skips_a_line_longer_than_the_limit(tmp_path, monkeypatch):
