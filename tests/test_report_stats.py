@@ -280,3 +280,15 @@ def test_report_cli_baseline_by_and_errors(tmp_path):
         in ok.stdout
     bad = subprocess.run(base + ["--baseline", "nope"], capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2 and "no run of the baseline method 'nope'" in bad.stderr
+
+
+def test_shipped_datasets_record_the_fields_reports_split_by():
+    from hopqa.datasets import iter_dataset
+    from hopqa.evaluation.runner import example_fields
+
+    hotpot = example_fields(next(iter_dataset("hotpotqa", "dev")))
+    assert hotpot["type"] in ("bridge", "comparison") and hotpot["level"] in ("easy", "medium", "hard")
+    assert example_fields(next(iter_dataset("2wikimultihopqa", "dev")))["type"] in (
+        "comparison", "inference", "compositional", "bridge_comparison")
+    musique = next(iter_dataset("musique", "dev"))
+    assert field_value({"id": musique.id}, "hops") in ("2", "3", "4")
