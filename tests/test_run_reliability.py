@@ -79,6 +79,28 @@ def test_ctrl_c_stops_taking_questions_and_keeps_those_finished(tmp_path):
     assert summary.n == 200 and len(lines(tmp_path / "run" / "results.jsonl")) == 200
 
 
+def test_ctrl_c_while_a_finished_answer_is_written_keeps_it(tmp_path, monkeypatch):
+    """The interrupt lands in the middle of writing the 5th answer: the handler writes it (and
+    every other answer that had finished), once."""
+    from hopqa import jsonl
+
+    real, calls = jsonl.dumps_line, []
+
+    def interrupted_fifth(record, default=str):
+        calls.append(record["id"])
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(record, default)
+
+    monkeypatch.setattr(jsonl, "dumps_line", interrupted_fifth)
+    with pytest.raises(RunInterrupted) as info:
+        evaluate(build_method("direct", echo(delay=0.01, max_concurrency=2)), [example(i) for i in range(50)],
+                 tmp_path / "run", workers=2, progress=False)
+    recorded = [r["id"] for r in lines(tmp_path / "run" / "results.jsonl")]
+    assert calls[4] in recorded  # the answer being written when Ctrl-C came
+    assert len(recorded) == len(set(recorded)) == info.value.recorded >= 5
+
+
 def test_cancelled_answers_are_not_recorded(tmp_path):
     """A question stopped mid-way (its next LLM call raised Cancelled) is no answer: not recorded."""
     from hopqa.runtime import Cancelled, cancellable

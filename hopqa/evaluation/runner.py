@@ -416,8 +416,10 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         except Exception as exc:  # scoring itself failed: still recorded
             rec = _failed_record(ex, method.name, setting, exc)
         if rec is None:  # cancelled: not an answer
+            pending.pop(fut, None)
             return
         writer.write(rec)
+        pending.pop(fut, None)
         counts["done"] += 1
         counts["failed"] += rec["status"] == "failed"
         cost.add(Usage.from_dict(rec["usage"]))
@@ -427,11 +429,11 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         if on_record is not None:
             on_record(rec)
 
-    def finished() -> Iterator[tuple[Future[dict[str, Any] | None], Example]]:
-        """The finished questions, each taken off ``pending`` only as it is handed out: a Ctrl-C
-        while one is written leaves the others pending, for the handler below to write."""
-        for fut in [f for f in pending if f.done()]:
-            yield fut, pending.pop(fut)
+    def finished() -> list[tuple[Future[dict[str, Any] | None], Example]]:
+        """The finished questions still pending; ``write`` takes each off ``pending`` once its
+        line is written, so a Ctrl-C before that leaves it to the handler below (one the
+        interrupt found already written but not yet synced is written twice; the newest wins)."""
+        return [(fut, ex) for fut, ex in pending.items() if fut.done()]
 
     try:
         with cancellable(stop):
