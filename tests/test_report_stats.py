@@ -104,6 +104,18 @@ def test_identical_pair_has_p_one_and_a_dominating_one_is_significant_at_30():
     assert stats.compare(same, better).p_value == dominated.p_value  # two-sided
 
 
+def test_few_differing_questions_exclude_zero_from_the_interval_but_are_not_marked():
+    # 4 wins and 26 ties: a resample misses all 4 wins with probability (26/30)^30 = 1.4 % < 2.5 %,
+    # so the percentile interval excludes 0, while the exact permutation test gives 2 / 2^4
+    few = stats.compare([1.0] * 4 + [0.0] * 26, [0.0] * 30)
+    assert few.excludes_zero and few.p_value == pytest.approx(0.125) and not few.significant
+    from hopqa.evaluation.report import _verdict
+
+    assert _verdict(few) == "yes, but p ≥ 0.05"
+    assert _verdict(stats.compare([1.0] * 7 + [0.0] * 3, [0.0] * 10), bold=True) == "**yes**"
+    assert _verdict(stats.compare([0.5] * 5, [0.5] * 5)) == "no"
+
+
 def test_permutation_p_is_exact_for_small_n_and_matches_enumeration():
     d = [0.5, -0.25, 0.75, 0.1, 0.0, -0.2]
     nonzero = [x for x in d if x]
@@ -184,7 +196,7 @@ def test_paired_comparison_by_id_names_ids_in_one_run_only(tmp_path):
     report = json.loads((out / "report.json").read_text())
     f1 = next(c for c in report["comparisons"] if c["metric"] == "f1")
     assert f1["low"] == pytest.approx(pair.result.low) and f1["high"] == pytest.approx(pair.result.high)
-    assert f1["excludes_zero"] is True and f1["wins"] == 7 and f1["only_in_baseline"] == ["only-base"]
+    assert f1["excludes_zero"] is True and f1["significant"] is True and f1["wins"] == 7 and f1["only_in_baseline"] == ["only-base"]
     row = next(r for r in report["rows"] if r["method"] == "hgot")
     assert row["n"] == 12 and len(row["intervals"]["f1"]) == 2
     assert (out / "differences.png").stat().st_size > 0

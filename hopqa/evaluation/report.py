@@ -169,7 +169,8 @@ class PairedRow:
                 "metric": self.metric, "method": self.method, "baseline": self.baseline, "n": r.n,
                 "diff": _json_number(r.diff), "low": _json_number(r.low), "high": _json_number(r.high),
                 "p_value": _json_number(r.p_value), "wins": r.wins, "ties": r.ties, "losses": r.losses,
-                "excludes_zero": r.significant, f"n_for_pm{TARGET_HALF_WIDTH}": r.needed,
+                "excludes_zero": r.excludes_zero, "significant": r.significant,
+                f"n_for_pm{TARGET_HALF_WIDTH}": r.needed,
                 "only_in_method": self.only_method, "only_in_baseline": self.only_baseline,
                 "partial": self.partial}
 
@@ -440,6 +441,14 @@ def _p(x: float) -> str:
     return "–" if math.isnan(x) else f"{x:.4f}" if x < 0.001 else f"{x:.3f}"
 
 
+def _verdict(r: stats.Comparison, bold: bool = False) -> str:
+    """Whether the interval excludes 0: ``yes`` (bold in Markdown) when the permutation test
+    agrees, ``yes, but p ≥ 0.05`` when it does not (too few questions differ), else ``no``."""
+    if r.significant:
+        return "**yes**" if bold else "yes"
+    return "yes, but p ≥ 0.05" if r.excludes_zero else "no"
+
+
 def comparison_table(pairs: list[PairedRow]) -> str:
     """The paired comparisons as Markdown, with the notes on ids in only one run and partial runs."""
     if not pairs:
@@ -452,14 +461,16 @@ def comparison_table(pairs: list[PairedRow]) -> str:
         r = p.result
         cells = [_md(f"{p.dataset}/{p.split}"), _md(p.setting), _md(p.stratum), p.metric, _md(p.method),
                  _md(p.baseline), str(r.n), f"{_signed(r.diff)} [{_signed(r.low)}, {_signed(r.high)}]",
-                 "**yes**" if r.significant else "no", _p(r.p_value), f"{r.wins} / {r.ties} / {r.losses}",
+                 _verdict(r, bold=True), _p(r.p_value), f"{r.wins} / {r.ties} / {r.losses}",
                  "–" if r.needed is None else str(r.needed)]
         lines.append("| " + " | ".join(cells) + " |")
         note = _pair_note(p)
         if note and note not in notes:
             notes.append(note)
     lines += ["", ("difference: method minus baseline on the questions both recorded; the interval is the paired "
-                   "bootstrap's, p the paired permutation test's (two-sided); n for "
+                   "bootstrap's, p the paired permutation test's (two-sided); excludes 0: **yes** when the interval "
+                   "excludes 0 and p < 0.05, \"yes, but p ≥ 0.05\" when only the interval does (too few questions "
+                   "differ for the bootstrap's interval to be trusted); n for "
                    f"±{TARGET_HALF_WIDTH}: the questions an interval that narrow would need at the observed spread.")]
     if notes:
         lines += [""] + [f"- {_md(n)}" for n in notes]
@@ -557,13 +568,14 @@ def _forest(pairs: list[PairedRow], out_dir: Path) -> Path:
     for y, p in enumerate(shown):
         r = p.result
         lo, hi = (r.diff - r.low, r.high - r.diff) if not math.isnan(r.low) else (0.0, 0.0)
-        ax.errorbar([r.diff], [y], xerr=[[lo], [hi]], fmt="o", capsize=3, color="C3" if r.significant else "C0")
+        color = "C3" if r.significant else "C1" if r.excludes_zero else "C0"
+        ax.errorbar([r.diff], [y], xerr=[[lo], [hi]], fmt="o", capsize=3, color=color)
     ax.axvline(0, color="grey", lw=1)
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels([f"{p.method} − {p.baseline}: {p.metric} ({p.dataset}, {p.stratum})"
                         + (" partial" if p.partial else "") for p in shown], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("method − baseline, paired 95 % interval (red: excludes 0)")
+    ax.set_xlabel("method − baseline, paired 95 % interval (red: excludes 0 and p < 0.05; orange: excludes 0 only)")
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     return _save(fig, out_dir / "differences.png")
@@ -585,7 +597,7 @@ def html_report(rows: list[Row], images: list[Path], pairs: list[PairedRow] | No
                 "excludes 0", "p", "win / tie / loss", f"n for ±{TARGET_HALF_WIDTH}"]
         cells = [[f"{p.dataset}/{p.split}", p.setting, p.stratum, p.metric, p.method, p.baseline, str(p.result.n),
                   _signed(p.result.diff), f"[{_signed(p.result.low)}, {_signed(p.result.high)}]",
-                  "yes" if p.result.significant else "no", _p(p.result.p_value),
+                  _verdict(p.result), _p(p.result.p_value),
                   f"{p.result.wins} / {p.result.ties} / {p.result.losses}",
                   "–" if p.result.needed is None else str(p.result.needed)] for p in pairs]
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in dict.fromkeys(_pair_note(p) for p in pairs) if n)

@@ -70,9 +70,17 @@ class Comparison:
     needed: int | None  # questions for an interval of ±half_width (None: no spread, or n < 2)
 
     @property
-    def significant(self) -> bool:
+    def excludes_zero(self) -> bool:
         """The interval excludes 0."""
         return self.low > 0 or self.high < 0
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 0 and the permutation test agrees (``p < 1 - LEVEL``). When
+        only a few questions differ, the percentile bootstrap's interval is too narrow (a
+        resample rarely misses all of them): 4 wins and 26 ties among 30 questions exclude 0
+        from the interval, while the permutation test gives p = 2 / 2^4 = 0.125."""
+        return self.excludes_zero and self.p_value < 1 - LEVEL
 
 
 def _resampled_indices(n: int, resamples: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
