@@ -15,6 +15,8 @@ two runs on the same questions (no plotting, no files: ``report`` presents what 
   means of per-item scores); exact over every pattern up to ``EXACT_MAX`` questions, else
   ``PERMUTATIONS`` random ones —, the wins, ties and losses, and the questions the observed
   spread would need for an interval of ``±half_width`` (``n = (1.96 sd / half_width)^2``).
+  ``Comparison.significant``: the interval excludes 0 and p < 0.05 (the interval alone is too
+  narrow when only a few questions differ).
 
 Every figure depends only on its inputs and ``seed`` (default ``SEED``): a report is the same
 each time it is made.
