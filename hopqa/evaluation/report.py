@@ -51,6 +51,7 @@ from hopqa.console import one_line
 from hopqa.evaluation import stats
 from hopqa.evaluation.runner import (
     ANSWER_METRICS,
+    PER_QUESTION_USAGE,
     read_asked,
     read_results,
     record_parse_counts,
@@ -303,10 +304,7 @@ def _per_question(records: list[dict[str, Any]]) -> dict[str, tuple[list[float],
     out["parse_fallback_rate"] = ([float(c[PARSE_FALLBACK]) for c in parses], totals)
     usages = [Usage.from_dict(r.get("usage") or {}) for r in records]
     ones = [1.0] * len(records)
-    for key, attr in (("llm_calls_per_q", "llm_calls"), ("prompt_tokens_per_q", "prompt_tokens"),
-                      ("prompt_tokens_evaluated_per_q", "prompt_tokens_evaluated"),
-                      ("completion_tokens_per_q", "completion_tokens"),
-                      ("retrieval_calls_per_q", "retrieval_calls"), ("seconds_per_q", "seconds")):
+    for key, attr in PER_QUESTION_USAGE:
         out[key] = ([float(getattr(u, attr)) for u in usages], ones)
     out["cache_hit_rate"] = ([float(u.cache_hits) for u in usages], [float(u.llm_calls) for u in usages])
     return out

@@ -375,8 +375,6 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         writer = jsonl.Appender(results_path)  # one line per question, durably
     except OSError as exc:
         raise RunWriteError(_cannot_write(results_path, exc, "nothing was answered")) from exc
-    if total is None and isinstance(examples, Sized):
-        total = len(examples)
     counts = {"done": 0, "failed": 0}
     cost = Usage()
     bar = progress_bar(total, method.name, enabled=progress, unit="q", dynamic_ncols=True)
@@ -568,6 +566,12 @@ def _parse_rates(totals: dict[str, int]) -> dict[str, float]:
     return {"parse_rate": totals[PARSE_DIRECT] / n, "parse_fallback_rate": totals[PARSE_FALLBACK] / n}
 
 
+#: The cost figures that are a mean per question: (summary key, ``Usage`` field).
+PER_QUESTION_USAGE = (("llm_calls_per_q", "llm_calls"), ("prompt_tokens_per_q", "prompt_tokens"),
+                      ("prompt_tokens_evaluated_per_q", "prompt_tokens_evaluated"),
+                      ("completion_tokens_per_q", "completion_tokens"),
+                      ("retrieval_calls_per_q", "retrieval_calls"), ("seconds_per_q", "seconds"))
+
 #: Metrics a failed question scores 0 on (the others are averaged over the questions that have them).
 ANSWER_METRICS = frozenset({"em", "f1", "precision", "recall", "label_acc", "acc"})
 
@@ -591,19 +595,14 @@ def summarize(records: Iterable[dict[str, Any]], path: Path) -> RunSummary:
     metrics = {k: sums[k] / (n if k in ANSWER_METRICS else counts[k]) for k in sorted(counts)}
     metrics.update(_parse_rates(parsed))
     per = max(1, n)
-    cost = {
-        "llm_calls_per_q": usage.llm_calls / per,
-        "prompt_tokens_per_q": usage.prompt_tokens / per,
-        "prompt_tokens_evaluated_per_q": usage.prompt_tokens_evaluated / per,
-        "completion_tokens_per_q": usage.completion_tokens / per,
-        "retrieval_calls_per_q": usage.retrieval_calls / per,
-        "seconds_per_q": usage.seconds / per,
+    cost = {key: getattr(usage, field) / per for key, field in PER_QUESTION_USAGE}
+    cost.update({
         "cache_hit_rate": usage.cache_hits / usage.llm_calls if usage.llm_calls else 0.0,
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
         "prompt_tokens_evaluated": usage.prompt_tokens_evaluated,
         "completion_tokens": usage.completion_tokens,
-    }
+    })
     if "docs_reviewed" in metrics and cost["llm_calls_per_q"]:
         # Tree of Reviews' "Rate" (Table 5): distinct paragraphs reviewed per LLM call, of the means
         metrics["docs_per_call"] = metrics["docs_reviewed"] / cost["llm_calls_per_q"]
