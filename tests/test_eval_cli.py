@@ -33,9 +33,15 @@ def test_eval_then_report_then_deterministic_rerun(tmp_path, data_dir):
     assert "support_recall" in lines[0]["metrics"]
     first = json.loads((run / "summary.json").read_text())
 
-    rep = hopqa("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--stratify-length", home=home)
+    rep = hopqa("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--stratify-length",
+                "--baseline", "direct", "--by", "hops", home=home)
     assert rep.returncode == 0, rep.stderr
     assert (tmp_path / "report" / "report.md").read_text().count("| musique/dev |") >= 2
+    assert " ±" in rep.stdout and "| hops=" in rep.stdout  # intervals, and the breakdown by hop count
+    compared = json.loads((tmp_path / "report" / "report.json").read_text())["comparisons"]
+    f1 = [c for c in compared if c["metric"] == "f1" and c["stratum"] == "all"]
+    assert [(c["method"], c["baseline"], c["n"]) for c in f1] == [("retrieve-then-read", "direct", 2)]
+    assert f1[0]["low"] <= f1[0]["diff"] <= f1[0]["high"] and 0 <= f1[0]["p_value"] <= 1
     html = (tmp_path / "report" / "report.html").read_text()
     assert "<table>" in html and "data:image/png;base64," in html
     assert (tmp_path / "report" / "score_vs_cost.png").stat().st_size > 1000
