@@ -88,6 +88,10 @@ def test_loads_bounds_nesting_and_makes_strings_valid_unicode():
         with pytest.raises(ValueError, match="nested more than 200"):
             jsonl.loads(deep)
     assert jsonl.loads('["[[[[[[", "]]]"]' * 1) == ["[[[[[[", "]]]"]  # brackets inside strings do not count
+    # past the bracket count the depth is measured: many shallow brackets, or brackets in strings, pass
+    assert jsonl.too_deep("[" + "[]," * 500 + "[]]") is False
+    assert jsonl.too_deep(b'["' + b"[" * 500 + b'"]') is False and jsonl.too_deep('["' + "{" * 500 + '"]') is False
+    assert jsonl.too_deep(b"[" * 201 + b"]" * 201) is True and jsonl.too_deep("[" * 200 + "]" * 200) is False
     assert jsonl.loads('{"k\\ud800": ["a\\udfffb", "\\ud83d\\ude00"]}') == {"k\ufffd": ["a\ufffdb", "\U0001f600"]}
     obj, end = jsonl.raw_decode('say {"a": 1} then', 4)
     assert obj == {"a": 1} and end == 12
