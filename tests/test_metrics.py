@@ -146,6 +146,55 @@ def test_rouge_l_best_over_golds_and_in_every_score():
     assert "rouge_l" not in score_answer("supports", ["SUPPORTS"], dataset="fever")
 
 
+_LEAN_CHECK = """
+import json, sys
+from hopqa.evaluation import metrics
+metrics.load_metrics(lean=%s)
+pairs = [("Kris Benson", ["the answer is Kris Benson"]), ("running fast", ["runs fast"]),
+         ("the generously dying hopefulness", ["generous die hopeful", "x"]), ("1990s", ["the 1990s decade"])]
+left_out = sorted({"scipy", "sklearn", "pandas"} & set(sys.modules))
+import scipy.stats, sklearn  # afterwards they import as usual
+print(json.dumps({"scores": [metrics.rouge_l(p, g) for p, g in pairs], "left_out": left_out,
+                  "finders": [type(f).__name__ for f in sys.meta_path]}))
+"""
+
+
+def test_lean_metric_load_leaves_out_nltks_unused_extras_with_the_same_scores():
+    """``hopqa eval`` imports rouge-score without scipy / scikit-learn under nltk (1.3 s of its
+    1.6 s): the scores are the same, and the packages import as usual afterwards."""
+    import json
+    import subprocess
+    import sys
+
+    def run(lean: bool) -> dict:
+        out = subprocess.run([sys.executable, "-c", _LEAN_CHECK % lean], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    lean, full = run(True), run(False)
+    assert lean["scores"] == full["scores"] and lean["scores"][1] == 1.0
+    assert lean["left_out"] == [] and "scipy" in full["left_out"]  # nltk imported scipy.stats in the full load
+    assert "_LeftOut" not in lean["finders"]
+
+
+def test_left_out_imports_fail_in_the_importing_thread_only(monkeypatch):
+    import importlib
+    import sys
+    import threading
+
+    from hopqa.evaluation.metrics import _LeftOut
+
+    monkeypatch.delitem(sys.modules, "tabnanny", raising=False)
+    elsewhere: list[object] = []
+    with _LeftOut(["tabnanny", "json"]) as left_out:
+        assert left_out.names == {"tabnanny"}  # json is imported already: never left out
+        with pytest.raises(ModuleNotFoundError, match="left out"):
+            importlib.import_module("tabnanny")
+        other = threading.Thread(target=lambda: elsewhere.append(importlib.import_module("tabnanny")))
+        other.start()
+        other.join()
+    assert elsewhere and left_out not in sys.meta_path
+
+
 def test_bertscore_with_the_shipped_minilm_and_a_clear_error_otherwise():
     pytest.importorskip("bert_score")
     from hopqa.evaluation.metrics import BertScore, BertScoreUnavailable
