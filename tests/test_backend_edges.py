@@ -160,6 +160,34 @@ def test_a_cache_that_cannot_be_read_answers_from_the_model_and_warns_once(tmp_p
         f"the response cache at {tmp_path / 'c'} cannot be read ({cause}): answering without it"]
 
 
+def test_a_cache_write_is_queued_seen_by_the_next_read_and_kept_at_exit(tmp_path, monkeypatch):
+    """The caller does not wait for a write; a read after it sees it; ``close_all`` (at exit)
+    finishes what is queued."""
+    from hopqa.llm import cache as cache_module
+
+    cache = ResponseCache(tmp_path / "c")
+    store = cache._db
+    release = threading.Event()
+    real_set = store.set
+
+    def slow_set(key, value):
+        release.wait(10)
+        return real_set(key, value)
+
+    monkeypatch.setattr(store, "set", slow_set)
+    t0 = time.monotonic()
+    cache.set("a", {"text": "1"})
+    cache.set("b", {"text": "2"})
+    assert time.monotonic() - t0 < 1  # queued, not waited for
+    threading.Timer(0.2, release.set).start()
+    assert cache.get("a") == {"text": "1"}  # the read waited for the write before it
+    release.clear()
+    threading.Timer(0.2, release.set).start()
+    cache.set("c", {"text": "3"})
+    cache_module.close_all()
+    assert cache._worker is None and ResponseCache(tmp_path / "c").get("c") == {"text": "3"}
+
+
 def test_a_cache_entry_of_another_shape_is_a_miss(tmp_path):
     cache = ResponseCache(tmp_path / "c")
     req = GenerationRequest.make("p")

@@ -21,15 +21,18 @@ and closes it only when the garbage collector finds it, so a service that answer
 on a new thread piled up open files (two per thread: the database and its write-ahead log) and
 memory until it hit the process's file limit. Every operation of a ``ResponseCache`` therefore
 runs on the cache's own worker thread (``_run``): one connection per cache and process, however
-many threads call it, closed by ``close()``. Callers wait for their turn (an operation takes
-microseconds; a write waits for the database lock like any SQLite write), and what an
-operation raises is raised in the caller, where it becomes a miss or stops the writes as above.
+many threads call it, closed by ``close()``. Callers of a read wait for their turn (an operation
+takes microseconds), and what it raises is raised in the caller, where it becomes a miss as above;
+a write is queued and the caller goes on (it waits for the database lock on the worker, like any
+SQLite write, and a failure stops the writes as above): the next operation runs after it, and
+``close()`` waits for it.
 A process forked from one that used the cache starts a worker of its own; a thread still
 working while the interpreter exits (when pools take no new work) uses the store directly.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import pickle
@@ -37,8 +40,9 @@ import sqlite3
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -93,6 +97,7 @@ class ResponseCache:
         #: The worker thread (made on first use) and the process it belongs to (module docstring).
         self._worker: ThreadPoolExecutor | None = None
         self._worker_pid = 0
+        _OPEN.add(self)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._db = self._run(diskcache.Cache, str(self.directory), size_limit=int(size_limit_gb * 2**30),
@@ -104,16 +109,21 @@ class ResponseCache:
     def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` run on the cache's worker thread (so that the store keeps one
         connection, module docstring); its result, or what it raised, here."""
+        future = self._submit(fn, *args, **kwargs)
+        return future.result() if isinstance(future, Future) else future
+
+    def _submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T] | T:
+        """``fn`` queued on the worker thread (its ``Future``), or, while the interpreter exits
+        (pools take no new work), run here (its result)."""
         with self._lock:
             if self._worker is None or self._worker_pid != os.getpid():  # first use, after close, or forked
                 self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hopqa-cache")
                 self._worker_pid = os.getpid()
             worker = self._worker
         try:
-            future = worker.submit(fn, *args, **kwargs)
-        except RuntimeError:  # the interpreter is exiting (pools take no new work): run it here
+            return worker.submit(fn, *args, **kwargs)
+        except RuntimeError:
             return fn(*args, **kwargs)
-        return future.result()
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The entry under ``key``, or None (also when it cannot be read: one warning)."""
@@ -127,15 +137,23 @@ class ResponseCache:
             return None
 
     def set(self, key: str, value: dict[str, Any]) -> None:
-        """Store ``value`` under ``key`` unless writes stopped; a failure stops them (one warning)."""
+        """Store ``value`` under ``key`` unless writes stopped; a failure stops them (one warning).
+        The caller does not wait for the write: it is queued on the worker thread, before any
+        later operation (so a ``get`` that follows sees it), and ``close`` waits for it."""
         db = self._db
         if not self.writable or db is None:
             return
-        try:
-            self._run(lambda: db.set(key, value))
-        except STORE_ERRORS as exc:
-            self.writable = False
-            self._warn("written", exc, "answering without caching")
+
+        def write() -> None:
+            if not self.writable:
+                return
+            try:
+                db.set(key, value)
+            except STORE_ERRORS as exc:
+                self.writable = False
+                self._warn("written", exc, "answering without caching")
+
+        self._submit(write)
 
     def load(self, key: str, make: Callable[[dict[str, Any]], T]) -> T | None:
         """``make(entry)`` of the entry under ``key``, or None when there is none or it cannot be
@@ -179,6 +197,21 @@ class ResponseCache:
             except RuntimeError:  # the interpreter is exiting: its worker has stopped already
                 db.close()
         worker.shutdown(wait=True)
+
+
+#: The caches of this process, closed at its exit so that their queued writes are kept.
+_OPEN: weakref.WeakSet[ResponseCache] = weakref.WeakSet()
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every cache of the process (their queued writes done first): at exit, also when
+    ``hopqa``'s executable ends without tearing the interpreter down (``cli.run``)."""
+    for cache in list(_OPEN):
+        try:
+            cache.close()
+        except Exception:  # noqa: BLE001, S110 - one cache must not keep the others' writes from the store
+            pass
 
 
 class CachedLLM(LLMWrapper):
