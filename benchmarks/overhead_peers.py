@@ -8,8 +8,10 @@ venv with ``pip install dspy==3.4.1``): it imports neither hopqa nor anything of
 repository. ``FILE`` holds the questions as JSON (``[{"id", "question", "answers",
 "paragraphs": [[title, text], ...]}]``, written by ``eval_overhead.py`` from hopqa's shipped
 data). Each question: its paragraphs ranked by words shared with the question, the top 5 in
-one prompt, one LLM call, the answer scored by exact match; ``N`` threads. ``dspy``:
-``dspy.Predict("context, question -> answer")`` evaluated by ``dspy.Evaluate`` with
+one prompt, one LLM call, the answer scored by exact match; ``N`` threads. ``dspy``: a
+``dspy.Module`` that ranks the paragraphs and calls ``dspy.Predict("context, question ->
+answer")`` (the ranking inside the program, as in hopqa and the SDK peer, so that each harness's
+per-call cost includes it), evaluated by ``dspy.Evaluate`` with
 ``num_threads=N`` (DSPy's own harness; its response cache in ``--cache-dir``, so a second run is
 its cached re-run); ``sdk``: ``openai.OpenAI().chat.completions.create`` in a thread pool, no
 cache. Prints one JSON line: the seconds from start to exit and the exact-match rate.
@@ -70,9 +72,20 @@ def run_dspy(url: str, questions: list[dict[str, Any]], workers: int, cache_dir:
 
     lm = dspy.LM("openai/fake", api_base=url, api_key="fake", temperature=0, max_tokens=64, num_retries=0)
     dspy.configure(lm=lm)
-    program = dspy.Predict("context, question -> answer")
-    devset = [dspy.Example(context=top_passages(q["question"], q["paragraphs"]), question=q["question"],
-                           answers=q["answers"]).with_inputs("context", "question") for q in questions]
+
+    class RetrieveThenRead(dspy.Module):  # type: ignore[misc, name-defined]
+        """The passages ranked inside the program, per question, as hopqa and the SDK peer do."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.read = dspy.Predict("context, question -> answer")
+
+        def forward(self, question: str, paragraphs: list[list[str]]) -> Any:
+            return self.read(context=top_passages(question, paragraphs), question=question)
+
+    program = RetrieveThenRead()
+    devset = [dspy.Example(question=q["question"], paragraphs=q["paragraphs"], answers=q["answers"])
+              .with_inputs("question", "paragraphs") for q in questions]
 
     def metric(example: Any, prediction: Any, trace: Any = None) -> float:
         return exact(prediction.answer or "", example.answers)
