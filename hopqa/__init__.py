@@ -29,13 +29,16 @@ def pipeline(
     cache: bool = True,
     search: str | None = None,
     rerank: str | None = None,
+    preset: str | None = None,
     **options: Any,
 ) -> Any:
     """A ready method: ``llm`` is a spec string or an LLM object (default: the embedded Qwen);
     the retriever is ``retriever``, else an index directory of any kind (``index``), else an
     index of the ``search`` kind (``bm25`` by default, ``dense``, ``hybrid``) built over
     ``corpus``, else over the demo corpus; ``rerank`` (a cross-encoder, ``auto``, ``hybrid``,
-    ``bi-encoder`` or ``llm``) puts a reranker behind it. ``options`` set fields of the method's config."""
+    ``bi-encoder`` or ``llm``) puts a reranker behind it. ``options`` set fields of the method's
+    config, over the options of ``preset`` (e.g. ``small-model``: the method's departures from
+    its paper for a small model; ``hopqa methods`` lists each method's presets)."""
     from hopqa.build import build_method, corpus_retriever, load_model, takes
     from hopqa.config import default_llm
     from hopqa.llm import LLMBase
@@ -43,4 +46,4 @@ def pipeline(
     model = llm if isinstance(llm, LLMBase) else load_model(default_llm(llm), home=home, cache=cache)
     if retriever is None and takes(method, "retriever"):
         retriever = corpus_retriever(index=index, corpus=corpus, home=home, kind=search, rerank=rerank, llm=model)
-    return build_method(method, model, retriever, home=home, **options)
+    return build_method(method, model, retriever, home=home, preset=preset, **options)

@@ -152,10 +152,12 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
                  scorer: LLMBase | None = None, judge: Any = None, embedder: Any = None, reranker: Any = None,
                  demos: list[Demo] | None = None, demo_set: Any = None, dataset: str | None = None,
                  corpus: Callable[[], Retriever] | None = None, home: str | Path | None = None,
-                 data_dir: str | Path | None = None, progress: bool = True, **options: Any) -> Method:
+                 data_dir: str | Path | None = None, progress: bool = True, preset: str | None = None,
+                 **options: Any) -> Method:
     """The method registered as ``name`` on ``llm``, ready to answer (see the module docstring).
 
-    ``options`` set fields of its config (checked). Components it does not declare are an
+    ``options`` set fields of its config (checked), over the options of ``preset`` (one of
+    the method's presets, e.g. ``small-model``: ``hopqa.methods.base.method_presets``). Components it does not declare are an
     error when given, except ``retriever``, which a method that does not retrieve (Direct, CoT,
     GenRead) ignores, so that one call builds any method. ``dataset`` names the evaluated
     dataset: a method whose paper takes its demonstrations from that dataset's training data
@@ -166,7 +168,7 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
     from hopqa.retrieval.pool import UnboundPool
 
     cls = get_method_class(name)
-    config = method_config(name, **resolve_options(name, options, dataset))
+    config = method_config(name, preset=preset, **resolve_options(name, options, dataset))
     parts: dict[str, Any] = {"scorer": scorer, "judge": judge, "embedder": embedder, "reranker": reranker,
                              "demo_set": demo_set}
     if "retriever" in cls.components:  # (a method that does not retrieve ignores one: any method builds the same way)

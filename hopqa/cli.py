@@ -109,6 +109,9 @@ MODEL_OPTIONS: dict[str, dict[str, Any]] = {
     "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
     "--set": {"action": "append", "metavar": "KEY=VALUE",
               "help": "set a method option (repeatable); METHOD.KEY=VALUE sets it for that method only"},
+    "--preset": {"metavar": "NAME",
+                 "help": "a named set of the method's options, e.g. small-model (its remedies for a small model's "
+                         "failures; hopqa methods lists each method's presets); --set options override it"},
     "--structured": {"choices": ("auto", "on", "off"),
                      "help": "structured outputs of every method that has structured steps: auto (JSON schemas where "
                              "the LLM backend can; the default), on, off (the papers' free text); --set "
@@ -239,14 +242,27 @@ def _build(name: str, llm: Any, retriever: Any, args: argparse.Namespace, **comp
         raise UsageError(str(exc)) from exc
 
 
-def _method_options(method: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The options of ``--k`` and ``--set KEY=VALUE`` for ``method``, converted and checked
-    (``MethodError`` for an unknown method, ``UsageError`` for a bad option)."""
+def _method_options(method: str, args: argparse.Namespace, *, every_preset: bool = True) -> dict[str, Any]:
+    """The options of ``--preset``, ``--k`` and ``--set KEY=VALUE`` for ``method``, converted and
+    checked (``MethodError`` for an unknown method, ``UsageError`` for a bad option). A method
+    without the ``--preset`` named is a usage error, or with ``every_preset=False`` (an
+    evaluation of several methods) runs with its defaults, said in a note."""
     from hopqa.methods.base import MethodError, get_method_class, method_config, normalize_name, parse_option
 
     cls = get_method_class(method)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
     options: dict[str, Any] = {}
+    preset = getattr(args, "preset", None)
+    if preset is not None:
+        if normalize_name(preset) in cls.presets:
+            options["preset"] = normalize_name(preset)
+        elif every_preset or not any(normalize_name(preset) in get_method_class(m).presets
+                                     for m in getattr(args, "method", "").split(",") if m.strip()):
+            have = ", ".join(sorted(cls.presets)) or "none"
+            raise UsageError(f"--preset {preset}: the method {method!r} has no such preset (its presets: {have})")
+        else:
+            print(f"hopqa: note: the method {method!r} has no preset {preset!r}: it runs with its defaults",
+                  file=sys.stderr)
     if args.k is not None:
         if "k" in fields:
             options["k"] = args.k
@@ -363,7 +379,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         retrieving = [m for m in names if takes(m, "retriever")]
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
-    options = {m: _method_options(m, args) for m in names}
+    options = {m: _method_options(m, args, every_preset=False) for m in names}
     spec, source = _main_spec(args)
     judge_spec = _spec(args, "--judge")
     scorer_spec = _spec(args, "--scorer-llm")
@@ -402,6 +418,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             config["bertscore"] = args.bertscore
         if args.support_k:  # (likewise)
             config["support_k"] = args.support_k
+        if "preset" in options[name]:  # (likewise)
+            config["preset"] = options[name]["preset"]
         configs[name] = config
         try:
             check_config(base / name, config)  # a mismatched or damaged run directory: before any loading
@@ -538,13 +556,16 @@ def _download(args: argparse.Namespace, home: Path) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from hopqa.methods.base import METHODS, method_config
+    from hopqa.methods.base import METHODS, method_config, method_presets
 
     for name in sorted(METHODS):
         cfg = method_config(name)
         opts = ", ".join(f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg))
         doc = METHODS.doc(name)
         print(f"{name:<20} {doc}\n{'':<20} options: {opts}")
+        for key, preset in sorted(method_presets(name).items()):
+            sets = ", ".join(f"{k}={v!r}" for k, v in preset.options.items())
+            print(f"{'':<20} preset {key}: {sets}" + (f" ({preset.doc})" if preset.doc else ""))
     return 0
 
 

@@ -196,6 +196,14 @@ def test_ask_streams_the_trace_with_its_steps_passages_calls_and_cost(browser):
         one(d, "#question").send_keys(QUESTION)
         one(d, "#k").send_keys("2")
         click(d, one(d, "#options-box summary"))
+        assert not css(d, "#opt-preset")  # Self-Ask has no preset
+        select(d, "#method", "hgot")  # HGOT's presets are offered, none chosen: the paper's defaults
+        assert [o.get_attribute("value") for o in css(d, "#opt-preset option")] == ['"small-model"', "null"]
+        assert one(d, "#opt-preset").get_attribute("value") == "null" and "step_answers=true" in one(d, "#options").text
+        select(d, "#opt-preset", '"small-model"')
+        assert one(d, "#opt-preset").get_attribute("value") == '"small-model"'  # sent as options.preset
+        assert "changed" in one(d, "#opt-preset").find_element("xpath", "..").get_attribute("class")
+        select(d, "#method", "self-ask")
         one(d, "#opt-max_steps").clear()
         one(d, "#opt-max_steps").send_keys("4")
         assert "changed" in one(d, "#opt-max_steps").find_element("xpath", "..").get_attribute("class")

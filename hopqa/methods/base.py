@@ -13,9 +13,15 @@ Inputs: a method declares what it takes beyond the LLM and its config in ``compo
 ``embedder``, ``demo_set``), each a keyword of its constructor; ``hopqa.build`` makes them.
 A method never reads data files or the environment.
 
-Methods register themselves by name (``@register("retrieve-then-read")``; a *preset* is one
-class under another name with config defaults changed: ``gensco-stop`` is GenSco with
+Methods register themselves by name (``@register("retrieve-then-read")``; a *variant name* is
+one class under another name with config defaults changed: ``gensco-stop`` is GenSco with
 ``variant="stop"``); CLI names are lowercase with hyphens, underscores accepted as aliases.
+
+Presets: a method may name sets of options in ``Method.presets`` (``{"small-model":
+Preset({...}, "why")}``): ``method_config(name, preset="small-model")`` applies them over the
+method's defaults, and options given beside win over them (``--preset`` of the CLI,
+``preset=`` of ``hopqa.pipeline`` and ``build_method``, ``"preset"`` among a service request's
+options). The defaults stay the papers'; a preset departs from them on purpose (issue 33).
 The registry ``METHODS`` knows the built-in methods' names and modules (``BUILTIN_METHODS``)
 without importing them: a method's module is imported when its class is first asked for
 (``METHODS[name]``, ``get_method_class``, ``instantiate``), so a command pays only for the
@@ -171,6 +177,14 @@ class Result:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Preset:
+    """A named set of a method's options (module docstring, "Presets"): the options and why."""
+
+    options: dict[str, Any]
+    doc: str = ""
+
+
 class Method:
     """Base class; subclasses set ``name``, ``Config`` and ``components`` and implement ``run``.
 
@@ -183,6 +197,8 @@ class Method:
     name: ClassVar[str] = "method"
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     components: ClassVar[frozenset[str]] = frozenset()
+    #: Named sets of options (module docstring, "Presets"), e.g. ``small-model``.
+    presets: ClassVar[dict[str, Preset]] = {}
 
     def __init__(self, llm: LLMBase, config: MethodConfig | None = None) -> None:
         self.llm = traced_llm(llm)
@@ -384,6 +400,8 @@ def register(name: str, *, preset: dict[str, Any] | None = None, doc: str = ""):
         if preset:
             cls.Config(**preset)  # a bad preset fails at import, not at the first question
             METHODS._presets[name] = dict(preset)
+        for named in cls.presets.values():
+            cls.Config(**{**(preset or {}), **named.options})  # likewise
         if doc:
             METHODS._docs[name] = doc
         return cls
@@ -404,11 +422,30 @@ def get_method_class(name: str) -> type[Method]:
     return METHODS[key]
 
 
-def method_config(name: str, **options: Any) -> MethodConfig:
-    """The config of the method registered as ``name``: its defaults, its preset, then
-    ``options`` (each checked; ``None`` values ignored)."""
+def method_config(name: str, preset: str | None = None, **options: Any) -> MethodConfig:
+    """The config of the method registered as ``name``: its defaults, its variant's, the
+    options of ``preset`` (one of ``method_presets(name)``), then ``options`` (each checked;
+    ``None`` values ignored)."""
     cls = get_method_class(name)
-    return cls.Config(**METHODS.preset(normalize_name(name))).update(**options)
+    config = cls.Config(**METHODS.preset(normalize_name(name)))
+    if preset is not None:
+        config.update(**preset_options(name, preset))
+    return config.update(**options)
+
+
+def method_presets(name: str) -> dict[str, Preset]:
+    """The presets of the method registered as ``name`` (module docstring, "Presets")."""
+    return dict(get_method_class(name).presets)
+
+
+def preset_options(name: str, preset: str) -> dict[str, Any]:
+    """The options ``preset`` sets for the method ``name``; ``MethodError`` when it has no such preset."""
+    presets = method_presets(name)
+    key = normalize_name(preset) if isinstance(preset, str) else preset
+    if key not in presets:
+        have = ", ".join(sorted(presets)) or "none"
+        raise MethodError(f"the method {normalize_name(name)!r} has no preset {preset!r} (its presets: {have})")
+    return dict(presets[key].options)
 
 
 def instantiate(name: str, llm: LLMBase, config: MethodConfig | None = None, **components: Any) -> Method:

@@ -1,6 +1,6 @@
 """``GET /v1/methods``: every registered method, the paper it implements, its options.
 
-Each method is described as ``{"name", "doc", "paper", "retrieves", "options"}``: ``doc`` is the
+Each method is described as ``{"name", "doc", "paper", "retrieves", "options", "presets"}``: ``doc`` is the
 line ``hopqa methods`` prints, ``paper`` the publication it implements (``PAPERS``: title,
 authors, year; ``null`` for the plain baselines), ``retrieves`` whether it takes a retriever,
 and ``options`` its config fields in order, each ``{"name", "type", "kind", "default",
@@ -13,6 +13,8 @@ ToR's ``widths`` has its items' range and ``"items": "int"``). ``kind`` is ``hop
 "dataset" | "directory" | "model" | "url"``. Given the service's settings (``catalog(default,
 settings)``), an option the service caps has ``"cap"`` (``ServiceSettings.option_caps``) and a
 resource option lists the names a client may give it, ``"allowed"`` (empty for a directory).
+``presets`` maps each of the method's presets (``hopqa.methods.base.Preset``) to ``{"options",
+"doc"}``: a request sets one with ``"preset"`` among its options.
 
 ``resource_options`` and ``numeric_options`` name those options across every registered method
 (``hopqa serve`` checks its ``--allow-option`` and ``--cap`` against them).
@@ -140,7 +142,8 @@ def _choices(annotation: Any) -> tuple[Any, ...]:
 def describe_method(name: str, settings: ServiceSettings | None = None) -> dict[str, Any]:
     cls = get_method_class(name)
     return {"name": name, "doc": METHODS.doc(name), "paper": paper(name), "retrieves": "retriever" in cls.components,
-            "options": describe_options(name, settings)}
+            "options": describe_options(name, settings),
+            "presets": {key: {"options": _plain(p.options), "doc": p.doc} for key, p in sorted(cls.presets.items())}}
 
 
 def catalog(default_method: str, settings: ServiceSettings | None = None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ message names what was wrong): an empty or too long question, ``k`` outside ``1.
 unknown method (the message lists the known ones), an option the method does not have (the
 message names it and the known ones) or a value that does not suit it (named, with what it
 takes). Option values come as JSON values (``{"k": 3, "structured": "off"}``) or, as with the
-CLI's ``--set``, as text converted to the field's type (``{"k": "3"}``). ``k`` is set only on a
+CLI's ``--set``, as text converted to the field's type (``{"k": "3"}``); ``"preset"`` names one of
+the method's presets (``{"preset": "small-model"}``), whose options the others override. ``k`` is set only on a
 method whose config has a ``k`` (the CLI's ``--k`` likewise; others ignore it). A resource
 option (a dataset, a directory, a model, a URL: ``hopqa.options``) takes only a name of
 ``ServiceSettings.allowed_names`` (or the method's default), never a path, a directory option
@@ -52,8 +53,15 @@ from hopqa.methods.base import (
     method_config,
     normalize_name,
     parse_option,
+    preset_options,
 )
-from hopqa.options import OptionError, field_kind, numbers_of, path_reason, resource_fields
+from hopqa.options import (
+    OptionError,
+    field_kind,
+    numbers_of,
+    path_reason,
+    resource_fields,
+)
 from hopqa.runtime import cancellable
 from hopqa.server.admission import Cancelled, Ticket
 from hopqa.server.errors import failure, log, public_answer, public_step
@@ -142,6 +150,16 @@ def check_options(method: str, options: dict[str, Any], k: int | None, max_k: in
     resources = resource_fields(config_cls)
     defaults = {f.name: f.default for f in dataclasses.fields(config_cls)} | METHODS.preset(method)
     out: dict[str, Any] = {}
+    options = dict(options)
+    preset = options.pop("preset", None)
+    if preset is not None:  # a name among the method's presets, as any option checked before the rest
+        if not isinstance(preset, str):
+            raise RequestError(f"method {method!r}: option preset must be text, not {type(preset).__name__}")
+        try:
+            defaults |= preset_options(method, preset)
+        except MethodError as exc:
+            raise RequestError(str(exc)) from None
+        out["preset"] = normalize_name(preset)
     for key, value in options.items():
         try:
             kind = field_kind(config_cls, key)

@@ -1292,6 +1292,13 @@
     box.replaceChildren();
     // k has its own field above
     const opts = (m.options || []).filter((o) => o.name !== "k");
+    // the method's presets (GET /v1/methods): sent as the option "preset"; none = the paper's defaults
+    const presets = Object.keys(m.presets || {});
+    if (presets.length) {
+      opts.unshift({ name: "preset", kind: "choice", choices: presets, default: null, optional: true,
+                     doc: presets.map((p) => `${p}: ${Object.entries(m.presets[p].options).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ")}` +
+                                             (m.presets[p].doc ? ` (${m.presets[p].doc})` : "")).join("; ") });
+    }
     $("#options-count").textContent = opts.length ? `(${opts.length})` : "(none)";
     for (const o of opts) {
       const id = `opt-${o.name}`;

@@ -1,0 +1,90 @@
+"""Presets (issue 33): named sets of a method's options, over its paper defaults, the same from
+the Python API, the CLI and the service."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopqa.build import build_method
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods.base import (
+    METHODS,
+    MethodError,
+    get_method_class,
+    method_config,
+    method_presets,
+    preset_options,
+)
+from hopqa.server.catalog import describe_method
+from hopqa.server.jobs import RequestError, prepare
+from hopqa.server.settings import ServiceSettings
+from tests.test_server_api import QUESTION, retriever, retriever_for
+
+pytest_plugins = ["fault_server"]
+
+
+def test_a_preset_sets_its_options_over_the_defaults_and_given_options_win():
+    assert method_config("hgot").step_answers is False  # the paper's
+    assert method_config("hgot", preset="small-model").step_answers is True
+    assert method_config("hgot", preset="small_model", step_answers=False).step_answers is False  # aliases, overrides
+    assert method_config("hgot", preset="small-model", samples=4).samples == 4
+    assert preset_options("hgot", "small-model") == {"step_answers": True}
+    with pytest.raises(MethodError, match=r"'retrieve-then-read' has no preset 'small-model' \(its presets: none\)"):
+        method_config("retrieve-then-read", preset="small-model")
+    with pytest.raises(MethodError, match=r"no preset 'tiny' \(its presets: small-model\)"):
+        method_config("hgot", preset="tiny")
+
+
+def test_every_preset_is_a_valid_config_and_documented():
+    for name in METHODS:
+        for key, preset in method_presets(name).items():
+            assert key == key.lower() and preset.options and preset.doc, (name, key)
+            cfg = method_config(name, preset=key)
+            assert all(getattr(cfg, k) == v for k, v in preset.options.items())
+            assert preset.options.keys() <= {f for f in get_method_class(name).Config.__dataclass_fields__}
+
+
+def test_build_method_takes_a_preset():
+    llm = ScriptedLLM(replies=lambda r: "x")
+    assert build_method("hgot", llm, retriever(), preset="small-model").config.step_answers
+    with pytest.raises(MethodError, match="has no preset"):
+        build_method("cot", llm, preset="small-model")
+
+
+def test_the_service_takes_a_preset_among_the_options_and_lists_them():
+    settings = ServiceSettings(llm=ScriptedLLM(replies=lambda r: "x"), retriever_for=retriever_for(retriever()))
+    plan = prepare(settings, QUESTION, "hgot", {"preset": "Small-Model", "samples": 2})
+    assert plan.options == {"preset": "small-model", "samples": 2}
+    with pytest.raises(RequestError, match="'retrieve-then-read' has no preset 'small-model'"):
+        prepare(settings, QUESTION, "retrieve-then-read", {"preset": "small-model"})
+    with pytest.raises(RequestError, match="option preset must be text"):
+        prepare(settings, QUESTION, "hgot", {"preset": ["small-model"]})
+    hgot = describe_method("hgot", settings)
+    assert hgot["presets"]["small-model"]["options"] == {"step_answers": True} and hgot["presets"]["small-model"]["doc"]
+    assert describe_method("cot", settings)["presets"] == {}
+
+
+def test_cli_preset_in_methods_ask_and_eval(tmp_path, capsys, fault_server):
+    import json
+
+    from hopqa.cli import main
+
+    assert main(["methods", "--home", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "preset small-model: step_answers=True (INFER's Predict reads" in out
+    nowhere = ["--llm", "openai:x@http://127.0.0.1:9", "--home", str(tmp_path)]
+    assert main(["ask", "--method", "cot", "--preset", "small-model", *nowhere, "What?"]) == 2
+    assert "--preset small-model: the method 'cot' has no such preset (its presets: none)" in capsys.readouterr().err
+    # an evaluation: the methods that have it take it, the others run with their defaults, said so
+    assert main(["eval", "--dataset", "hotpotqa", "--limit", "1", "--method", "cot,direct", "--preset", "small-model",
+                 *nowhere, "--out", str(tmp_path / "none")]) == 2  # none of them has it
+    s = fault_server()
+    assert main(["eval", "--dataset", "hotpotqa", "--limit", "1", "--method", "retrieve-then-read,hgot",
+                 "--preset", "small-model", "--set", "hgot.samples=1", "--set", "hgot.depth=1", "--no-progress",
+                 "--llm", f"openai:fake@{s.url}?timeout=30", "--home", str(tmp_path), "--out", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err
+    assert "the method 'retrieve-then-read' has no preset 'small-model': it runs with its defaults" in err
+    base = tmp_path / "runs" / "hotpotqa-dev-distractor"
+    hgot = json.loads((base / "hgot" / "config.json").read_text())
+    assert hgot["preset"] == "small-model" and hgot["options"]["step_answers"] is True and hgot["options"]["samples"] == 1
+    assert "preset" not in json.loads((base / "retrieve-then-read" / "config.json").read_text())
