@@ -271,6 +271,30 @@ def test_traverse_plans_rewrites_and_infers():
     assert len(probe.outputs["sigma_before"]) == len(probe.outputs["sigma_after"]) == 2
 
 
+def test_step_answers_show_the_steps_and_their_answers_to_infers_predict_only():
+    """``step_answers`` (the small-model preset): INFER's Predict reads the steps as traversed
+    (the rewritten second) with their answers after the passages; the probes' prompts and the
+    paper's default are unchanged."""
+    predicts = {}
+    for on in (False, True):
+        method, llm = scripted_hgot(step_answers=on)
+        ans = method.answer(Q)
+        assert ans.error is None and ans.answer == "Stanley"
+        predicts[on] = [r.text() for r in llm.requests if r.text().startswith("Answer questions with short factoid")]
+        infer = ans.trace.root.find("traverse")[0].find("infer")[-1]
+        assert ("step_answers" in infer.outputs) is on
+    block = ("\nAnswers found for the steps of the plan:\n- Which county is Van Hook Township in? Mountrail County\n"
+             "- What is the seat of Mountrail County? Stanley\nQuestion: " + Q + "\n")
+    assert len(predicts[True]) == len(predicts[False])
+    changed = [i for i, (a, b) in enumerate(zip(predicts[False], predicts[True])) if a != b]
+    assert changed and all(block in predicts[True][i] and predicts[True][i].replace(
+        block.split("\nQuestion: ")[0], "") == predicts[False][i] for i in changed)
+    assert all(predicts[True][i] == predicts[False][i] for i in range(len(predicts[True])) if i not in changed)
+    from hopqa.methods.base import method_config
+
+    assert method_config("hgot", preset="small-model").step_answers and not method_config("hgot").step_answers
+
+
 def test_traverse_sigma_values_by_hand():
     """σ(p, t+1) = 0.2·σ(p, t) + 0.55·ν̄(p) + 0.25·CI after each probe and infer, with the
     scripted replies and judge of ``scripted_hgot`` (judge: the statement's first word occurs in
@@ -538,6 +562,24 @@ def test_hgot_end_to_end_depth_2_on_musique(smollm2, data_dir):
         empty = [x for x in st.outputs["samples"] if not x["answer"]]
         notes = " ".join(e["message"] for e in st.events)
         assert not empty or f"({len(empty)} found none)" in notes, notes
+
+
+@pytest.mark.slow
+def test_hgot_small_model_preset_end_to_end(smollm2, data_dir):
+    """The preset on the real model: INFER's prompt holds the steps' answers whenever a plan was searched."""
+    from hopqa.datasets import load_dataset
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("hgot", smollm2, preset="small-model", depth=1, samples=1, k=3, max_tokens=48, max_steps=2,
+                          entailment_delta=False, stop_similarity=1.0, structured="off")
+    assert method.config.step_answers
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
+    assert ans.error is None, ans.error
+    root = ans.trace.root.find("traverse")[0]
+    (infer,) = root.find("infer")  # stop_similarity=1.0: SmolLM2's free-text plan is searched, then inferred
+    steps = [t for t in root.find("traverse") if t is not root]
+    answered = [{"question": t.inputs["query"], "answer": t.outputs["answer"]} for t in steps if t.outputs["answer"]]
+    assert answered and infer.outputs["step_answers"] == answered
 
 
 def test_hgot_runs_in_the_evaluation_runner(tmp_path):

@@ -77,6 +77,7 @@ from hopqa.llm.base import GenerationRequest
 from hopqa.methods.base import (
     MethodConfig,
     MethodError,
+    Preset,
     Result,
     RetrievingMethod,
     register,
@@ -104,6 +105,8 @@ from hopqa.methods.hgot.prompts import (
     REFLECT_INSTRUCTIONS,
     REFLECT_PROMPT,
     REWRITE_DEMOS,
+    STEP_ANSWER_LINE,
+    STEP_ANSWERS_HEADER,
     REWRITE_INSTRUCTIONS,
     REWRITE_PROMPT,
     json_prompt,
@@ -185,6 +188,10 @@ class HGOTConfig(MethodConfig):
     #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
     #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
     structured: StructuredMode = "auto"
+    #: INFER's Predict also reads the plan's steps as traversed with their answers, after the
+    #: passages (``STEP_ANSWERS_HEADER``). Not in the paper, whose final Predict reads only the
+    #: σ-ranked passages: a departure for small models (issue 33), off by default.
+    step_answers: bool = False
 
 
 @dataclass
@@ -202,6 +209,8 @@ class Node:
     answer: str
     ci: float
     context: list[Scored] = field(default_factory=list)
+    #: The query the node answers (a plan step as traversed: rewritten or as planned).
+    query: str = ""
 
 
 #: ``plan_context_sigma=None`` (hopqa's earlier choice): the Plan prompt shows the probe's first
@@ -326,6 +335,9 @@ class HGOT(RetrievingMethod):
 
     Config = HGOTConfig
     config: HGOTConfig
+    presets = {"small-model": Preset({"step_answers": True},
+                                     "INFER's Predict reads the steps' answers: the steps find the intermediate "
+                                     "answers, the final Predict on passages alone missed them")}
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
 
@@ -449,14 +461,22 @@ class HGOT(RetrievingMethod):
             pooled = pool_passages(own, [n.context for n in sub_nodes], cfg.parent_weight, cfg.pool_duplicates)
             top = sorted(pooled, key=lambda x: -x.sigma)[: cfg.k]
             s.output(candidates=len(pooled), selected=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in top])
-            return self.predict(q, top, s)
+            steps = [(n.query, n.answer) for n in sub_nodes if n.query and n.answer] if cfg.step_answers else []
+            if steps:
+                s.output(step_answers=[{"question": q_, "answer": a} for q_, a in steps])
+            return self.predict(q, top, s, steps=steps)
 
-    def predict(self, q: str, context: list[Scored], s: Any) -> Node:
-        """Predict with m samples, score thoughts, vote, CI, and update σ (shared by probe and infer)."""
+    def predict(self, q: str, context: list[Scored], s: Any, steps: list[tuple[str, str]] | None = None) -> Node:
+        """Predict with m samples, score thoughts, vote, CI, and update σ (shared by probe and
+        infer); ``steps``: the plan's steps and their answers, shown after the passages
+        (``step_answers``)."""
         cfg = self.config
         # what the NLI judge reads: each passage exactly as the model was shown it
         texts = [render_passage(x.passage, max_words=cfg.max_passage_words) for x in context]
         ctx = render_passages([x.passage for x in context], max_words=cfg.max_passage_words, **CONTEXT_FORMAT)
+        if steps:
+            ctx = (ctx + "\n" if ctx else "") + STEP_ANSWERS_HEADER + "\n" + "\n".join(
+                STEP_ANSWER_LINE.format(question=sq, answer=sa) for sq, sa in steps)
         prompt = PREDICT_PROMPT.format(instructions=PREDICT_INSTRUCTIONS, demos="\n\n---\n\n".join(self.demos("predict", q)),
                                        context=ctx or "(no passages)", question=q)
         thoughts = self.sample_thoughts(prompt, len(context), s)
@@ -480,7 +500,7 @@ class HGOT(RetrievingMethod):
         s.output(samples=[t.to_dict() for t in thoughts], votes=votes, answer=answer, ci=round(ci, 4),
                  passages=[x.passage.id for x in context], sigma_before=before,
                  sigma_after=[round(x.sigma, 4) for x in context], nu_bar=[round(v, 4) for v in nu_bar])
-        return Node(answer=answer, ci=ci, context=context)
+        return Node(answer=answer, ci=ci, context=context, query=q)
 
     def sample_thoughts(self, prompt: str, n_passages: int, s: Any) -> list[Thought]:
         """The ``samples`` Predict samples that vote, each parse recorded on ``s`` (field

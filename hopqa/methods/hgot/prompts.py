@@ -209,6 +209,10 @@ PREDICT_DEMOS = [
     ),
 ]
 PREDICT_PROMPT = "{instructions}\n\n---\n\n{demos}\n\n---\n\nContext:\n{context}\nQuestion: {question}\nRationale: Let's think step by step."
+#: ``step_answers`` (not in the paper): INFER's context ends with the plan's steps and their
+#: answers, one line each, after the numbered passages.
+STEP_ANSWERS_HEADER = "Answers found for the steps of the plan:"
+STEP_ANSWER_LINE = "- {question} {answer}"
 
 
 # -- structured Plan and Predict ----------------------------------------------------------------------
