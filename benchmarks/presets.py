@@ -1,0 +1,131 @@
+"""Each seed method's paper defaults against its ``small-model`` preset (issue 33), beside
+Retrieve-then-Read and IRCoT, on the same questions, with paired intervals.
+
+    .venv/bin/python benchmarks/presets.py [--datasets musique,hotpotqa,2wikimultihopqa]
+        [--settings distractor,open] [--limit 30] [--methods hgot,gensco-stop,self-dc,leapquery,tor]
+        [--baselines retrieve-then-read,ircot] [--llm embedded:qwen2.5-1.5b] [--out runs/bench-presets]
+        [--report-only]
+
+Every (setting, dataset, method, variant) is one ``hopqa eval`` run, resumable: re-running
+continues where it stopped and never redoes a finished question (run it in the background, one
+model process at a time: days of model time on 2 cores for everything; start with one dataset
+and setting). ``defaults`` runs go under ``OUT/defaults/``, preset runs under
+``OUT/small-model/`` (a method without that preset has no such run), the baselines once under
+``OUT/defaults/``. The open setting searches the demo corpus, as ``hopqa ask`` does. Options
+every run of a method shares, whatever the variant, are in ``SHARED`` (HGOT's cheap settings:
+its paper's take ~10 minutes a question here). The LLM response cache is off, so seconds per
+question are real.
+
+Then, per dataset and setting, ``hopqa report`` over both variants with ``--baseline
+retrieve-then-read``: every method and variant against Retrieve-then-Read on the questions both
+answered (the paired difference, its 95 % interval, p, win / tie / loss), and each preset
+against its own defaults (the ``vs defaults`` lines: the paired F1 difference on the shared
+questions, computed here with ``hopqa.evaluation.stats``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hopqa.evaluation.runner import read_results
+from hopqa.evaluation.stats import compare
+
+#: Options every run of a method takes, defaults and preset alike (``--set`` values).
+SHARED: dict[str, list[str]] = {
+    "hgot": ["samples=2", "max_steps=2", "entailment_delta=false"],
+}
+#: The preset compared with the paper's defaults.
+PRESET = "small-model"
+
+
+def run_dir(out: Path, variant: str, dataset: str, setting: str, method: str) -> Path:
+    return out / variant / f"{dataset}-dev-{setting}" / method
+
+
+def has_preset(method: str) -> bool:
+    from hopqa.methods.base import method_presets
+
+    return PRESET in method_presets(method)
+
+
+def run(args: argparse.Namespace, dataset: str, setting: str, method: str, variant: str) -> None:
+    cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", dataset, "--split", "dev", "--setting", setting,
+           "--limit", str(args.limit), "--llm", args.llm, "--method", method, "--out", str(Path(args.out) / variant),
+           "--no-progress", "--no-cache"]
+    if variant != "defaults":
+        cmd += ["--preset", variant]
+    for item in SHARED.get(method, []):
+        cmd += ["--set", item]
+    t0 = time.time()
+    label = f"{setting} {dataset} {method} ({variant})"
+    print(f"[{time.strftime('%H:%M:%S')}] {label} ...", file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+    print(f"[{time.strftime('%H:%M:%S')}] {label} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
+def f1_by_id(path: Path) -> dict[str, float]:
+    records = read_results(path / "results.jsonl") if (path / "results.jsonl").is_file() else {}
+    return {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records.items()}
+
+
+def report(args: argparse.Namespace, datasets: list[str], settings: list[str], methods: list[str]) -> None:
+    out = Path(args.out)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; LLM {args.llm}; "
+          f"dev, first {args.limit} questions; LLM response cache off; shared options {SHARED}")
+    for setting in settings:
+        for dataset in datasets:
+            dirs = [d for d in (out / v / f"{dataset}-dev-{setting}" for v in ("defaults", PRESET)) if d.is_dir()]
+            if not dirs:
+                continue
+            print(f"\n## {dataset}, {setting} setting\n", flush=True)
+            cmd = [sys.executable, "-m", "hopqa.cli", "report", *map(str, dirs), "--baseline", "retrieve-then-read",
+                   "--metrics", "em,f1,support_recall", "--no-plots", "--out", str(out / f"report-{dataset}-{setting}")]
+            subprocess.run(cmd, check=False)
+            for method in methods:
+                base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
+                tuned = f1_by_id(run_dir(out, PRESET, dataset, setting, method))
+                shared = sorted(base.keys() & tuned.keys())
+                if not shared:
+                    continue
+                c = compare([tuned[i] for i in shared], [base[i] for i in shared])
+                print(f"{method} {PRESET} vs defaults, F1 on {len(shared)} shared questions: {c.diff:+.3f} "
+                      f"[{c.low:+.3f}, {c.high:+.3f}], p = {c.p_value:.3g}, {c.wins} / {c.ties} / {c.losses}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="musique,hotpotqa,2wikimultihopqa")
+    ap.add_argument("--settings", default="distractor,open")
+    ap.add_argument("--limit", type=int, default=30)
+    ap.add_argument("--methods", default="hgot,gensco-stop,self-dc,leapquery,tor")
+    ap.add_argument("--baselines", default="retrieve-then-read,ircot")
+    ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
+    ap.add_argument("--out", default="runs/bench-presets")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of what has run")
+    args = ap.parse_args()
+    datasets = [d for d in args.datasets.split(",") if d]
+    settings = [s for s in args.settings.split(",") if s]
+    methods = [m for m in args.methods.split(",") if m]
+    baselines = [m for m in args.baselines.split(",") if m]
+    if not args.report_only:
+        for setting in settings:
+            for dataset in datasets:
+                for method in baselines:
+                    run(args, dataset, setting, method, "defaults")
+                for method in methods:
+                    run(args, dataset, setting, method, "defaults")
+                    if has_preset(method):
+                        run(args, dataset, setting, method, PRESET)
+    report(args, datasets, settings, methods)
+    print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
+
+
+if __name__ == "__main__":
+    main()
