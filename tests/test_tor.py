@@ -378,6 +378,28 @@ def test_an_accepted_path_is_answered_from_its_paragraphs():
         tor(ScriptedLLM([]), analysis="thought")
 
 
+def test_short_answer_cuts_a_readers_sentence_to_its_phrase():
+    """``short_answer`` (the small-model preset): the final reader's reply without "The answer
+    is" is cut to its phrase by one more call; a reply with the marker, or the option off, is
+    read as before."""
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if prompt.startswith("Question: "):  # hopqa.methods.shorten
+            return "Ada Lovelace"
+        if "Assertions:" in prompt:  # the final reader (evidence fusion): a sentence, no marker
+            return "It was founded by Ada Lovelace in London."
+        return world_reply(request)
+
+    plain = tor(ScriptedLLM(reply), widths="3,2", depth=2).answer(Q)
+    assert plain.answer == "It was founded by Ada Lovelace in London" and not plain.trace.root.find("shorten")
+    short = tor(ScriptedLLM(reply), widths="3,2", depth=2, preset="small-model").answer(Q)
+    assert short.answer == "Ada Lovelace" and short.usage.llm_calls == plain.usage.llm_calls + 1
+    (s,) = short.trace.root.find("read")[0].find("shorten")
+    assert s.outputs == {"phrase": "Ada Lovelace", "kept": "phrase"}
+    marked = tor(ScriptedLLM(world_reply), widths="3,2", depth=2, short_answer=True).answer(Q)
+    assert marked.answer == "Ada Lovelace" and not marked.trace.root.find("shorten")  # the marker was there
+
+
 def test_an_empty_acceptance_answer_keeps_the_reviews_analysis():
     def reply(request: GenerationRequest) -> str:
         return " " if request.text().startswith(ANSWER_FROM_DOCUMENTS) else world_reply(request)
@@ -875,6 +897,27 @@ def test_tor_end_to_end_on_embedded_model_and_a_2wiki_question(smollm2, data_dir
     assert ans.passages and {p.id for p in ans.passages} <= {p.id for p in ex.paragraphs}
     read = ans.trace.root.find("read")[0]
     assert read.outputs["prompt_tokens"] <= read.outputs["budget"]
+
+
+@pytest.mark.slow
+def test_tor_small_model_preset_end_to_end(smollm2, data_dir):
+    """The preset on the real model: the reader's answer is shortened exactly when it needs it,
+    and a kept phrase is the reply's own."""
+    from hopqa.datasets import load_dataset
+    from hopqa.methods.shorten import in_reply, needs_shortening
+    from hopqa.retrieval.pool import CandidatePool
+
+    ex = load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("tor", smollm2, preset="small-model", widths="2", depth=1)
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
+    assert ans.error is None, ans.error
+    (read,) = ans.trace.root.find("read")
+    shortened = read.find("shorten")
+    assert bool(shortened) == needs_shortening(read.outputs["answer"], read.outputs["parsed_by"])
+    if shortened and shortened[0].outputs["kept"] == "phrase":
+        assert ans.answer == shortened[0].outputs["phrase"] and in_reply(ans.answer, read.outputs["response"])
+    else:
+        assert ans.answer == read.outputs["answer"]
 
 
 @pytest.mark.slow

@@ -69,7 +69,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import networkx as nx
 
@@ -105,10 +105,10 @@ from hopqa.methods.hgot.prompts import (
     REFLECT_INSTRUCTIONS,
     REFLECT_PROMPT,
     REWRITE_DEMOS,
-    STEP_ANSWER_LINE,
-    STEP_ANSWERS_HEADER,
     REWRITE_INSTRUCTIONS,
     REWRITE_PROMPT,
+    STEP_ANSWER_LINE,
+    STEP_ANSWERS_HEADER,
     json_prompt,
     markers,
     plan_schema,
@@ -138,7 +138,14 @@ from hopqa.methods.structured import (
     use_schema,
 )
 from hopqa.text import normalize_answer, render_passage, render_passages
-from hopqa.trace import PARSE_DIRECT, PARSE_FAILED, PARSE_FALLBACK, current_step, step, submit
+from hopqa.trace import (
+    PARSE_DIRECT,
+    PARSE_FAILED,
+    PARSE_FALLBACK,
+    current_step,
+    step,
+    submit,
+)
 from hopqa.types import Passage
 
 _ANSWER_LABEL = re.compile(r"(?<![a-z])answer[ \t*]*:", re.IGNORECASE)
@@ -335,9 +342,12 @@ class HGOT(RetrievingMethod):
 
     Config = HGOTConfig
     config: HGOTConfig
-    presets = {"small-model": Preset({"step_answers": True},
-                                     "INFER's Predict reads the steps' answers: the steps find the intermediate "
-                                     "answers, the final Predict on passages alone missed them")}
+    presets: ClassVar[dict[str, Preset]] = {
+        "small-model": Preset(
+            {"step_answers": True},
+            "INFER's Predict reads the steps' answers: the steps find the intermediate "
+            "answers, the final Predict on passages alone missed them"),
+    }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
 

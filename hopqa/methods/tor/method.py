@@ -95,10 +95,12 @@ from hopqa.llm.base import LLMBase
 from hopqa.methods.base import (
     MethodConfig,
     MethodError,
+    Preset,
     Result,
     RetrievingMethod,
     register,
 )
+from hopqa.methods.shorten import needs_shortening, shorten
 from hopqa.methods.structured import Parsed, StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import (
     Evidence,
@@ -186,6 +188,10 @@ class ToRConfig(MethodConfig):
     #: Structured outputs for the reviews and MPC completions (``hopqa.methods.structured``): ``auto``
     #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
     structured: StructuredMode = "auto"
+    #: The final reader's answer, when its reply has no "The answer is" or runs over 8 words, is
+    #: cut to the reply's shortest phrase that answers (``hopqa.methods.shorten``, one more call).
+    #: Not in the paper: a remedy for small models (issue 33), off by default.
+    short_answer: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -277,6 +283,12 @@ class TreeOfReviews(EvidenceReader):
 
     Config = ToRConfig
     config: ToRConfig
+    presets: ClassVar[dict[str, Preset]] = {
+        "small-model": Preset(
+            {"short_answer": True},
+            "the reader's reply often leaves out \"The answer is\": its first line, a "
+            "sentence, became the answer"),
+    }
 
     def run(self, question: str) -> Result:
         structured = use_schema(self.llm, self.config.structured, who="Tree of Reviews' review")
@@ -485,10 +497,10 @@ def _ask_reader(
     pool: Sequence[Evidence],
     s: Step,
     left_out: str,
-) -> tuple[str, str]:
-    """(response, answer): ``question`` asked with the ``fusion`` prompt over as much of ``pool``
-    as fits the context (``hopqa.methods.tor.fusion.fuse``), recorded on ``s`` (``left_out``:
-    the note when pieces did not fit)."""
+) -> tuple[str, str, str]:
+    """(response, answer, how it was read): ``question`` asked with the ``fusion`` prompt over
+    as much of ``pool`` as fits the context (``hopqa.methods.tor.fusion.fuse``), recorded on
+    ``s`` (``left_out``: the note when pieces did not fit)."""
     fused = fuse(
         llm,
         fusion,
@@ -512,7 +524,7 @@ def _ask_reader(
         prompt_tokens=fused.tokens,
         budget=fused.budget,
     )
-    return gen.text, answer
+    return gen.text, answer, how
 
 
 def brief_analysis(
@@ -529,8 +541,8 @@ def brief_analysis(
     if cfg.analysis == "review":
         return review.analysis, review.answer
     with step("analyse", paragraphs=[p.id for p in passages]) as s:
-        response, answer = _ask_reader(llm, cfg, "paragraph", question, [Evidence(tuple(passages), "")], s,
-                                       "paragraphs left out to fit the context")
+        response, answer, _ = _ask_reader(llm, cfg, "paragraph", question, [Evidence(tuple(passages), "")], s,
+                                          "paragraphs left out to fit the context")
         analysis = " ".join(response.split())
         if not analysis:
             s.note("empty brief analysis: the review's own (its Step-2 thought and [ANSWER])")
@@ -553,5 +565,7 @@ def read_pool(
         if not pool:
             s.note("empty evidence pool: paragraph-based reading of the first retrieval's paragraphs")
             pool, fusion = [Evidence(tuple(fallback_passages), "")], "paragraph"
-        response, answer = _ask_reader(llm, cfg, fusion, question, pool, s, "evidence left out to fit the context")
+        response, answer, how = _ask_reader(llm, cfg, fusion, question, pool, s, "evidence left out to fit the context")
+        if getattr(cfg, "short_answer", False) and needs_shortening(answer, how):
+            answer = shorten(llm, question, response, answer)
     return answer, response, distinct_passages(pool)
