@@ -193,6 +193,23 @@ def test_genread_and_retrieve_then_read_special_cases():
                        for r in llm.requests)
 
 
+def test_known_route_retrieve_reads_retrieved_passages_for_a_sure_question():
+    """``known_route=retrieve`` (the small-model preset's): a sub-question the model is sure of
+    is read from retrieved passages, not from its own document; the other routes are the same."""
+    conf = {Q: "40", "Which county is Van Hook Township in?": "10", "What is the seat of Mountrail County?": "90"}
+    method, llm = scripted(conf, known_route="retrieve")
+    ans = method.answer(Q)
+    top, sub1, sub2 = nodes(ans)
+    assert top.outputs["route"] == "decompose" and sub1.outputs["route"] == "retrieve-then-read"
+    assert sub2.outputs["route"] == "retrieve-then-read" and sub2.outputs["reason"] == "known_route=retrieve"
+    assert sub2.outputs["confidence"] == 0.9 and ans.usage.retrieval_calls == 2
+    assert not any(r.text().startswith("Generate a background") for r in llm.requests)
+    from hopqa.methods.base import method_config
+
+    cfg = method_config("self-dc", preset="small-model")
+    assert (cfg.confidence, cfg.known_route) == ("prob", "retrieve") and method_config("self-dc").known_route == "generate"
+
+
 def test_missing_confidence_counts_as_zero_and_is_noted():
     method, _ = scripted({Q: "[Your confidence level]"})
     ans = method.answer(Q)
@@ -336,6 +353,21 @@ def test_self_dc_end_to_end(request, data_dir, confidence):
         logprobs = step.llm_calls[0]["logprobs"][0]
         assert logprobs and step.outputs["confidence"] == pytest.approx(
             sum(math.exp(x) for x in logprobs) / len(logprobs), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_self_dc_small_model_preset_end_to_end(smollm2_logprobs, data_dir):
+    """The preset on the real model: token-probability confidence, and no question is answered
+    from a generated document."""
+    from hopqa.datasets import load_dataset
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("self-dc", smollm2_logprobs, preset="small-model", max_tokens=24, depth=1)
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
+    assert ans.error is None, ans.error
+    assert not ans.trace.root.find("generate-then-read") and ans.usage.retrieval_calls >= 1
+    assert all(n.outputs["route"] in ("retrieve-then-read", "decompose") for n in nodes(ans))
+    assert not any(call["prompt"].startswith("Generate a background") for n in nodes(ans) for call in n.llm_calls)
 
 
 @pytest.mark.slow

@@ -68,12 +68,13 @@ import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import LOGPROBS, Generation, LLMBase
 from hopqa.methods.base import (
     MethodConfig,
     MethodError,
+    Preset,
     Result,
     RetrievingMethod,
     register,
@@ -162,6 +163,11 @@ class SelfDCConfig(MethodConfig):
     #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``
     #: where the backend can constrain to a JSON schema, ``on``, or ``off`` (the paper's free text).
     structured: StructuredMode = "auto"
+    #: What answers a question the model is sure of (c ≥ α + β): ``generate`` (the paper:
+    #: generate-then-read) or ``retrieve`` (retrieve-then-read: a small model's confidence is
+    #: not trusted to skip retrieval; issue 33). The routes to retrieval and decomposition are
+    #: unchanged.
+    known_route: Literal["generate", "retrieve"] = "generate"
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -308,6 +314,13 @@ class SelfDC(RetrievingMethod):
 
     Config = SelfDCConfig
     config: SelfDCConfig
+    presets: ClassVar[dict[str, Preset]] = {
+        "small-model": Preset(
+            {"confidence": "prob", "known_route": "retrieve"},
+            "a small model's verbal confidence is 0.8-1.0 for every question and the questions it is sure of are "
+            "answered from its own document, confidently wrong: token probabilities spread the confidence, and a "
+            "sure question still reads retrieved passages"),
+    }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None) -> None:
         super().__init__(llm, retriever, config)
@@ -339,6 +352,9 @@ class SelfDC(RetrievingMethod):
             c = self.confidence(q)
             where = route(c, self.alpha, cfg.beta)
             s.output(confidence=round(c, 4), route=where)
+            if where == "generate-then-read" and cfg.known_route == "retrieve":
+                s.output(route="retrieve-then-read", reason="known_route=retrieve")
+                where = "retrieve-then-read"
             if where == "generate-then-read":
                 answer, passages = self.generate_then_read(q)
             elif where == "retrieve-then-read":
