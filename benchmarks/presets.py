@@ -43,6 +43,9 @@ SHARED: dict[str, list[str]] = {
 }
 #: The preset compared with the paper's defaults.
 PRESET = "small-model"
+#: Methods whose preset reads token log-probabilities (Self-DC's ``confidence=prob``): the
+#: embedded model is loaded with ``logits_all=1`` for every run of them.
+NEEDS_LOGPROBS = {"self-dc"}
 
 
 def run_dir(out: Path, variant: str, dataset: str, setting: str, method: str) -> Path:
@@ -55,9 +58,16 @@ def has_preset(method: str) -> bool:
     return PRESET in method_presets(method)
 
 
+def llm_spec(spec: str, method: str) -> str:
+    """``spec``, for an embedded model with ``logits_all=1`` when ``method`` needs log-probabilities."""
+    if method not in NEEDS_LOGPROBS or not spec.startswith("embedded:") or "logits_all" in spec:
+        return spec
+    return spec + ("&" if "?" in spec else "?") + "logits_all=1"
+
+
 def run(args: argparse.Namespace, dataset: str, setting: str, method: str, variant: str) -> None:
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", dataset, "--split", "dev", "--setting", setting,
-           "--limit", str(args.limit), "--llm", args.llm, "--method", method, "--out", str(Path(args.out) / variant),
+           "--limit", str(args.limit), "--llm", llm_spec(args.llm, method), "--method", method, "--out", str(Path(args.out) / variant),
            "--no-progress", "--no-cache"]
     if variant != "defaults":
         cmd += ["--preset", variant]
