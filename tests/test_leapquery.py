@@ -150,6 +150,50 @@ def test_loop_retrieves_for_verified_gaps_and_reranks_against_the_question():
     assert len(iterations) == 3 and "no knowledge gap" in iterations[-1].events[0]["message"]
 
 
+def bridge_world(bridges: list[str], nexts: list[str], gap_replies: list[str], votes: dict[str, str]):
+    """``world`` with the ``gaps=bridge`` prompts answered in turn."""
+    bridge_replies, next_replies, base = iter(bridges), iter(nexts), world(gap_replies, votes)
+
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if prompt.endswith("Intermediate entity:"):
+            return next(bridge_replies)
+        if prompt.endswith("Next question:"):
+            return next(next_replies)
+        return base(request)
+
+    return reply
+
+
+def test_bridge_gaps_ask_about_the_entity_the_passages_name():
+    """``gaps=bridge`` (the small-model preset): the sub-question is asked about the
+    intermediate entity the passages name; with no entity, or a question that does not name it,
+    the missing facts are asked for as before."""
+    from hopqa.methods.leapquery import BRIDGE_PROMPT, NEXT_PROMPT
+
+    votes = {"What label did Mike Park start?": "True", "Who is Mike Park?": "True"}
+    llm = ScriptedLLM(bridge_world([" Mike Park.", "None"], ["What label did Mike Park start?\nextra"],
+                                   ["1. Who is Mike Park?"], votes))
+    method, retriever, _ = leap(llm, TABLE, SCORES, preset="small-model", max_iter=2)
+    assert method.config.gaps == "bridge"
+    ans = method.answer(Q)
+    assert ans.error is None and retriever.queries == [Q, "What label did Mike Park start?", "Who is Mike Park?"]
+    first, second = ans.trace.root.find("gaps")
+    assert first.outputs["bridge"] == "Mike Park" and first.outputs["made_by"] == "bridge"
+    assert first.outputs["subquestions"] == ["What label did Mike Park start?"]
+    assert second.outputs["bridge"] == "None" and "made_by" not in second.outputs  # no entity: the missing facts
+    assert any("no intermediate entity" in e["message"] for e in second.events)
+    prompts = [r.text() for r in llm.requests]
+    passages = "[1] Title A | Paragraph A text.\n\n[2] Title B | Paragraph B text."
+    assert prompts[0] == BRIDGE_PROMPT.format(question=Q, passages=passages)
+    assert prompts[1] == NEXT_PROMPT.format(question=Q, bridge="Mike Park")
+    # a next question that does not name the entity is not asked
+    llm = ScriptedLLM(bridge_world(["Mike Park"], ["Which label is it?"], ["None"], votes))
+    method, retriever, _ = leap(llm, TABLE, SCORES, gaps="bridge")
+    ans = method.answer(Q)
+    assert retriever.queries == [Q] and "does not name 'Mike Park'" in ans.trace.root.find("gaps")[0].events[0]["message"]
+
+
 def test_majority_vote_counts_each_sample():
     samples = iter(["True", "False", "True", "maybe", "False"])  # 2 True of 5: rejected
 
@@ -460,6 +504,25 @@ def test_leapquery_end_to_end_open_setting_on_a_musique_question(smollm2, demo_i
     assert ans.trace.root.find("gaps") and sum(ans.trace.parse_counts().values()) >= 1
     for verify in ans.trace.root.find("verify"):
         assert all(len(t["votes"]) == 3 for t in verify.outputs["tally"])
+
+
+@pytest.mark.slow
+def test_leapquery_small_model_preset_end_to_end(smollm2, data_dir):
+    """The preset on the real model: each gap step asks for the intermediate entity first."""
+    from hopqa.datasets import load_dataset
+    from hopqa.retrieval.pool import CandidatePool
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("leapquery", smollm2, CandidatePool(ex.paragraphs), preset="small-model", votes=1,
+                          max_iter=1, rerank="hybrid")
+    ans = method.answer(ex.question)
+    assert ans.error is None, ans.error
+    (gaps,) = ans.trace.root.find("gaps")
+    assert "bridge" in gaps.outputs
+    assert gaps.llm_calls[0]["prompt"].endswith("Intermediate entity:")
+    if gaps.outputs.get("made_by") == "bridge":
+        (sub,) = gaps.outputs["subquestions"]
+        assert sub == gaps.outputs["bridge_question"]
 
 
 def _hopqa(*args, home):

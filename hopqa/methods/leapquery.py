@@ -77,10 +77,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import GenerationRequest, LLMBase
-from hopqa.methods.base import MethodConfig, MethodError, Result, RetrievingMethod, register
+from hopqa.methods.base import MethodConfig, MethodError, Preset, Result, RetrievingMethod, register
 from hopqa.methods.parsing import clean_answer
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
@@ -111,6 +111,22 @@ GAP_PROMPT = (
     GAP_TASK + ", as a numbered list. Write None only if the passages state every fact the answer needs."
     "\n\nMissing facts as questions:"
 )
+#: ``gaps=bridge`` (issue 33, not the paper's): the entity the passages name that the question goes
+#: through (the first hop's answer), then the one question about it the answer needs next.
+BRIDGE_PROMPT = (
+    "Question: {question}\n\nPassages:\n{passages}\n\n"
+    "A question like this one reaches its answer through an intermediate entity (a person, a place, a work, "
+    "an organisation) found on the way. Which entity named in the passages does the question go through? "
+    "Reply with its name only, or None if the passages name none.\nIntermediate entity:"
+)
+NEXT_PROMPT = (
+    "Question: {question}\nIntermediate entity: {bridge}\n\n"
+    "Write the one question about {bridge} whose answer the question needs next. Name {bridge} in it.\n"
+    "Next question:"
+)
+#: Tokens of the bridge entity and of the next question.
+BRIDGE_TOKENS = 24
+NEXT_TOKENS = 48
 #: Self-verification (§3.3): one True/False judgement of a sub-question (the question, then the cue).
 VERIFY_QUESTION = (
     "Main question: {question}\nSub-question: {subquestion}\n\n"
@@ -294,6 +310,12 @@ class LeapQueryConfig(MethodConfig):
     #: (``hopqa.methods.structured``): ``auto`` (JSON schemas where the backend can), ``on``, or
     #: ``off`` (free text and forgiving parsers).
     structured: StructuredMode = "auto"
+    #: How the sub-questions are made: ``missing-facts`` (``GAP_PROMPT`` / ``GAP_JSON_PROMPT``: the
+    #: facts the passages do not state) or ``bridge`` (``BRIDGE_PROMPT`` then ``NEXT_PROMPT``: the
+    #: entity the passages name that the question goes through, then the question about it the
+    #: answer needs next; the missing facts when no entity is named or the question does not name
+    #: it). ``bridge`` is not the paper's: a remedy for small models (issue 33).
+    gaps: Literal["missing-facts", "bridge"] = "missing-facts"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -324,6 +346,12 @@ class LeapQuery(RetrievingMethod):
     Config = LeapQueryConfig
     config: LeapQueryConfig
     components: ClassVar[frozenset[str]] = RetrievingMethod.components | {"reranker"}
+    presets: ClassVar[dict[str, Preset]] = {
+        "small-model": Preset(
+            {"gaps": "bridge"},
+            "the gap questions restated the question or named other passages' entities, never the next hop's: "
+            "the sub-question is asked about the entity the passages name that the question goes through"),
+    }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
                  reranker: Any = None) -> None:
@@ -386,6 +414,11 @@ class LeapQuery(RetrievingMethod):
         limit = cfg.max_subquestions
         with step("gaps") as s:
             passages = render_passages(top, max_words=cfg.max_passage_words)
+            if cfg.gaps == "bridge":
+                sub = self.bridge_question(question, passages, s)
+                if sub:
+                    s.output(subquestions=[sub], made_by="bridge")
+                    return [sub]
             structured = use_schema(self.llm, cfg.structured, who="LeapQuery's gap list")
             if structured:
                 gen = self.llm.generate(GAP_JSON_PROMPT.format(question=question, passages=passages, reply=GAP_REPLY),
@@ -399,6 +432,26 @@ class LeapQuery(RetrievingMethod):
             subs = parsed.value or []
             s.output(raw=gen.text, subquestions=subs)
         return subs
+
+    def bridge_question(self, question: str, passages: str, s: Any) -> str | None:
+        """``gaps=bridge``: the question about the entity the passages name that ``question``
+        goes through (two calls, recorded on ``s``), or None (noted) when there is no such
+        entity or the question made does not name it."""
+        gen = self.llm.generate(BRIDGE_PROMPT.format(question=question, passages=passages),
+                                max_tokens=BRIDGE_TOKENS, temperature=0.0, stop=["\n"])
+        bridge = clean_answer(gen.text.strip().splitlines()[0] if gen.text.strip() else "")
+        s.output(bridge=bridge)
+        if not normalize_answer(bridge) or normalize_answer(bridge) in ("none", "noanswer", "unknown"):
+            s.note("no intermediate entity named: the missing facts are asked for")
+            return None
+        gen = self.llm.generate(NEXT_PROMPT.format(question=question, bridge=bridge),
+                                max_tokens=NEXT_TOKENS, temperature=0.0, stop=["\n"])
+        sub = " ".join(gen.text.strip().splitlines()[0].split()) if gen.text.strip() else ""
+        s.output(bridge_question=sub)
+        if not sub or not set(normalize_answer(bridge).split()) <= set(normalize_answer(sub).split()):
+            s.note(f"the next question does not name {bridge!r}: the missing facts are asked for")
+            return None
+        return sub
 
     def verify(self, question: str, subs: list[str]) -> list[str]:
         """Self-verification: ``votes`` sampled judgements per sub-question (one concurrent
