@@ -332,6 +332,22 @@ def test_gensco_end_to_end(smollm2, data_dir, dataset):
 
 
 @pytest.mark.slow
+def test_gensco_small_model_preset_end_to_end(smollm2, data_dir):
+    """The preset on the real model: Eq. 1 is not checked before the third level, and the
+    answer call asks for a short answer."""
+    from hopqa.datasets import load_dataset
+    from hopqa.methods.gensco.prompts import SHORT_ANSWER_CLAUSE
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("gensco-stop", smollm2, preset="small-model", max_levels=3)
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
+    assert ans.error is None, ans.error
+    assert all("stop_nll_with" not in lv.outputs for lv in ans.trace.root.find("level")[:2])
+    (call,) = ans.trace.root.find("answer")[0].llm_calls
+    assert SHORT_ANSWER_CLAUSE.strip() in call["prompt"]
+
+
+@pytest.mark.slow
 def test_short_answers_on_the_embedded_model(smollm2, data_dir):
     """``answer=short`` end to end on SmolLM2 and a real question's paragraphs: the walk is the
     same, the answer call carries the short-answer request, and the answer is what it read."""

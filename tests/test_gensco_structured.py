@@ -222,6 +222,39 @@ def test_repeat_retries_are_bounded_and_then_stop_on_the_repeat():
     assert any("every one of 2 resampled" in e["message"] for e in ans.trace.root.find("level")[1].events)
 
 
+def test_restated_retries_ask_again_for_a_subquestion_that_restates_the_question():
+    """``restated_retries`` (the small-model preset): a first sub-question that is the question
+    itself is re-asked at ``repeat_temperature``; a resample that restates it again is passed
+    over; with none better the restatement is kept, as the paper's walk would."""
+    method, llm = gensco([f" {Q.upper()}", f"Question: {Q}", Q1, Q2, "<FIN></FIN>"], restated_retries=3, seed=4,
+                         structured="off")
+    ans = method.answer(Q)
+    assert ans.error is None and select(ans)["subquestions"] == [Q1, Q2] and [p.id for p in ans.passages] == ["a", "b"]
+    reqs = decompositions(llm)
+    assert [(r.temperature, r.seed) for r in reqs] == [(0.0, None), (0.5, 5), (0.5, 6), (0.0, None), (0.0, None)]
+    assert len({r.prompt for r in reqs[:3]}) == 1  # the level-1 prompt, resampled
+    lv1 = levels(ans)[0]
+    assert lv1["restated"] == Q.upper() and lv1["subquestion"] == Q1
+    assert [t["subquestion"] for t in lv1["restated_retries"]] == [Q, Q1]
+    # every resample restates it: kept, and the walk goes on with it
+    method, llm = gensco([Q, Q, Q, Q2], restated_retries=2, structured="off")
+    ans = method.answer(Q)
+    assert select(ans)["subquestions"][:2] == [Q, Q2]
+    assert any("the restatement is kept" in e["message"] for e in ans.trace.root.find("level")[0].events)
+    # off by default (the paper's walk): no re-ask
+    method, llm = gensco([Q, Q2], structured="off")
+    assert select(method.answer(Q))["subquestions"] == [Q, Q2] and len(decompositions(llm)) == 3
+
+
+def test_gensco_small_model_preset():
+    from hopqa.methods.base import method_config
+
+    cfg = method_config("gensco-stop", preset="small-model")
+    assert (cfg.variant, cfg.stop_from_level, cfg.restated_retries, cfg.repeat_retries, cfg.answer) == (
+        "stop", 3, 2, 2, "short")
+    assert method_config("gensco-max", preset="small-model").variant == "max"  # the variant's own default stays
+
+
 def test_repeat_retry_that_ends_the_decomposition_stops_on_fin():
     method, llm = gensco([Q1, Q1, "<FIN></FIN>", Q2], repeat_retries=3, structured="off")
     ans = method.answer(Q)

@@ -89,6 +89,7 @@ from hopqa.methods.base import (
     FewShotMethod,
     MethodConfig,
     MethodError,
+    Preset,
     Result,
     register,
 )
@@ -160,6 +161,12 @@ class GenScoConfig(MethodConfig):
     #: asking for a short answer of a few words, without explanation: hopqa's remedy for small
     #: chat models that answer with a sentence restating the question).
     answer: Literal["paper", "short"] = "paper"
+    #: Re-asks of a sub-question that restates the question itself (the same words once
+    #: normalised, ``subquestion_key``), at ``repeat_temperature`` with seeds ``seed + 1, ...``;
+    #: the first that neither restates it nor repeats an earlier sub-question is taken, else the
+    #: restatement is kept (the paper's walk goes on with it). 0: the paper's (no re-ask); a
+    #: remedy for small models (issue 33).
+    restated_retries: int = field(default=0, metadata={"range": (0, 10)})
 
 
 #: The value of a parsed sub-question that ends the decomposition (the paper's end signal).
@@ -268,6 +275,13 @@ class GenSco(FewShotMethod):
     Config = GenScoConfig
     config: GenScoConfig
     components = FewShotMethod.components | {"scorer"}
+    presets: ClassVar[dict[str, Preset]] = {
+        "small-model": Preset(
+            {"stop_from_level": 3, "restated_retries": 2, "repeat_retries": 2, "answer": "short"},
+            "the walk ended on its first sub-question (a restatement of the question, a repeat of it at level 2, or "
+            "Eq. 1 stopping right second hops) and the reader answered that sub-question in a sentence: the "
+            "restatement and the repeat are asked again, Eq. 1 may stop from the third level, the answer is short"),
+    }
     #: §4.3: the answer prompt's demonstrations come from the evaluated dataset's own training
     #: data, this many (2Wiki 2, AdvHotpot 4, MuSiQue 3); ``hopqa.build`` applies it when it knows
     #: the dataset and ``shots`` is not set; elsewhere ``shots``=2 MuSiQue / 2Wiki ones alternate.
@@ -352,6 +366,10 @@ class GenSco(FewShotMethod):
         if q == FIN:
             return None, FIN
         seen = {subquestion_key(x) for x in subquestions}
+        if cfg.restated_retries and subquestion_key(q) == subquestion_key(question):
+            q = self.restate_retries(question, subquestions, selected, q, seen, s)
+            if q == FIN:
+                return None, FIN
         if subquestion_key(q) not in seen:
             return q, ""
         if cfg.repeat_retries:
@@ -370,6 +388,29 @@ class GenSco(FewShotMethod):
                     return q, ""
             s.note(f"every one of {cfg.repeat_retries} resampled sub-questions repeated an earlier one or was empty")
         return None, "repeated sub-question"
+
+    def restate_retries(self, question: str, subquestions: list[str], selected: list[Passage], q: str,
+                        seen: set[str], s: Step) -> str:
+        """``restated_retries``: the first resampled sub-question that neither restates
+        ``question`` nor repeats one in ``seen`` (``FIN`` ends the walk), else ``q`` (the
+        restatement, kept as the paper's walk would); recorded on ``s``."""
+        cfg = self.config
+        s.output(restated=q)
+        tries: list[dict[str, Any]] = []
+        for attempt in range(1, cfg.restated_retries + 1):
+            seed = cfg.seed + attempt
+            new, raw = self.decompose(question, subquestions, selected, temperature=cfg.repeat_temperature, seed=seed)
+            tries.append({"raw": raw, "subquestion": new, "seed": seed})
+            s.output(restated_retries=tries)
+            if new == FIN:
+                s.output(subquestion=None)
+                return FIN
+            if new is not None and subquestion_key(new) not in seen | {subquestion_key(question)}:
+                s.output(subquestion=new)
+                return new
+        s.note(f"every one of {cfg.restated_retries} resampled sub-questions restated the question, repeated an "
+               "earlier one or was empty: the restatement is kept")
+        return q
 
     def read(self, question: str, passages: list[Passage]) -> tuple[str, str, str]:
         """Table 6: (answer, raw output, how it was parsed)."""
