@@ -367,50 +367,47 @@ class GenSco(FewShotMethod):
             return None, FIN
         seen = {subquestion_key(x) for x in subquestions}
         if cfg.restated_retries and subquestion_key(q) == subquestion_key(question):
-            q = self.restate_retries(question, subquestions, selected, q, seen, s)
-            if q == FIN:
+            s.output(restated=q)
+            new = self.resample(question, subquestions, selected, cfg.restated_retries,
+                                seen | {subquestion_key(question)}, "restated_retries", s)
+            if new == FIN:
                 return None, FIN
+            if new is None:
+                s.note(f"every one of {cfg.restated_retries} resampled sub-questions restated the question, "
+                       "repeated an earlier one or was empty: the restatement is kept")
+            else:
+                q = new
         if subquestion_key(q) not in seen:
             return q, ""
         if cfg.repeat_retries:
             s.output(repeated=q)
-            retries: list[dict[str, Any]] = []
-            for attempt in range(1, cfg.repeat_retries + 1):
-                seed = cfg.seed + attempt
-                q, raw = self.decompose(question, subquestions, selected, temperature=cfg.repeat_temperature, seed=seed)
-                retries.append({"raw": raw, "subquestion": q, "seed": seed})
-                s.output(retries=retries)
-                if q == FIN:
-                    s.output(subquestion=None)
-                    return None, FIN
-                if q is not None and subquestion_key(q) not in seen:
-                    s.output(subquestion=q)
-                    return q, ""
+            new = self.resample(question, subquestions, selected, cfg.repeat_retries, seen, "retries", s)
+            if new == FIN:
+                return None, FIN
+            if new is not None:
+                return new, ""
             s.note(f"every one of {cfg.repeat_retries} resampled sub-questions repeated an earlier one or was empty")
         return None, "repeated sub-question"
 
-    def restate_retries(self, question: str, subquestions: list[str], selected: list[Passage], q: str,
-                        seen: set[str], s: Step) -> str:
-        """``restated_retries``: the first resampled sub-question that neither restates
-        ``question`` nor repeats one in ``seen`` (``FIN`` ends the walk), else ``q`` (the
-        restatement, kept as the paper's walk would); recorded on ``s``."""
+    def resample(self, question: str, subquestions: list[str], selected: list[Passage], count: int,
+                 avoid: set[str], record: str, s: Step) -> str | None:
+        """The first of ``count`` resampled sub-questions (``repeat_temperature``, seeds
+        ``seed + 1, ...``) whose ``subquestion_key`` is not in ``avoid``; ``FIN`` when one ends the
+        walk; None when none will do. Each resample is recorded on ``s`` under ``record``."""
         cfg = self.config
-        s.output(restated=q)
         tries: list[dict[str, Any]] = []
-        for attempt in range(1, cfg.restated_retries + 1):
+        for attempt in range(1, count + 1):
             seed = cfg.seed + attempt
-            new, raw = self.decompose(question, subquestions, selected, temperature=cfg.repeat_temperature, seed=seed)
-            tries.append({"raw": raw, "subquestion": new, "seed": seed})
-            s.output(restated_retries=tries)
-            if new == FIN:
+            q, raw = self.decompose(question, subquestions, selected, temperature=cfg.repeat_temperature, seed=seed)
+            tries.append({"raw": raw, "subquestion": q, "seed": seed})
+            s.output(**{record: tries})
+            if q == FIN:
                 s.output(subquestion=None)
                 return FIN
-            if new is not None and subquestion_key(new) not in seen | {subquestion_key(question)}:
-                s.output(subquestion=new)
-                return new
-        s.note(f"every one of {cfg.restated_retries} resampled sub-questions restated the question, repeated an "
-               "earlier one or was empty: the restatement is kept")
-        return q
+            if q is not None and subquestion_key(q) not in avoid:
+                s.output(subquestion=q)
+                return q
+        return None
 
     def read(self, question: str, passages: list[Passage]) -> tuple[str, str, str]:
         """Table 6: (answer, raw output, how it was parsed)."""
