@@ -40,7 +40,7 @@ DEFAULT_OPTION_CAPS: dict[str, int] = {
     "max_tokens": 1024, "document_tokens": 1024, "review_tokens": 1024, "mpc_tokens": 1024, "gap_tokens": 1024,
     "context_tokens": 32768, "samples": 8, "votes": 8, "n_documents": 8, "max_steps": 16, "max_iter": 8,
     "iterations": 8, "max_turns": 8, "max_levels": 8, "max_subquestions": 5, "depth": 4, "widths": 5,
-    "probe_k": 20, "l": 20, "recall_k": 50, "max_paragraphs": 50, "bootstrap_examples": 20, "repeat_retries": 3,
+    "probe_k": 20, "l": 20, "recall_k": 50, "max_paragraphs": 50, "bootstrap_examples": 20, "repeat_retries": 3, "restated_retries": 3,
     "concurrency": 8, "num_demos": 8,
 }
 
