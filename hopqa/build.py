@@ -28,7 +28,7 @@ the CLI reports them as usage errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,18 @@ from hopqa.types import Demo
 
 class BuildError(ValueError):
     """Bad input for building a component (a missing corpus file, a damaged index, ...)."""
+
+
+def spec_with(spec: str, needs: Collection[str]) -> str:
+    """``spec`` able to serve ``needs`` (capabilities a method needs, ``Method.needs``) where a
+    spec option gives it: an embedded model is loaded with ``logits_all=1`` for ``logprobs``
+    (token log-probabilities of generated text). Any other spec is returned as it is (a server
+    either returns log-probabilities or the method says it cannot run)."""
+    from hopqa.llm.base import LOGPROBS
+
+    if LOGPROBS not in needs or not spec.startswith("embedded:") or "logits_all" in spec:
+        return spec
+    return spec + ("&" if "?" in spec else "?") + "logits_all=1"
 
 
 def load_model(spec: str, *, home: str | Path | None = None, cache: bool = True) -> LLMBase:

@@ -178,6 +178,22 @@ def _main_spec(args: argparse.Namespace) -> tuple[str, str]:
     return found if found is not None else (DEFAULT_LLM, "the default LLM")
 
 
+def _spec_for(spec: str, options: dict[str, dict[str, Any]]) -> str:
+    """``spec`` with what the methods (``options`` by method name) need of the model
+    (``hopqa.build.spec_with``), said in a note when that changes it."""
+    from hopqa.build import spec_with
+    from hopqa.methods.base import get_method_class, method_config
+
+    needs: set[str] = set()
+    for name, opts in options.items():
+        needs |= get_method_class(name).needs(method_config(name, **opts))
+    wanted = spec_with(spec, needs)
+    if wanted != spec:
+        print(f"hopqa: note: the embedded model is loaded as {wanted} ({', '.join(sorted(needs))} for "
+              f"{', '.join(options)})", file=sys.stderr)
+    return wanted
+
+
 def _load_llm(spec: str, source: str, args: argparse.Namespace, cache: bool | None = None) -> Any:
     """``hopqa.build.load_model`` with a bad spec (its ``LLMSpecError``) reported as bad input;
     responses are cached unless ``cache`` is False (default: unless ``--no-cache``)."""
@@ -330,6 +346,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     options = _method_options(args.method, args)
     spec, source = _main_spec(args)
+    spec = _spec_for(spec, {args.method: options})
     scorer_spec = _spec(args, "--scorer-llm")
     retriever = _retriever(args) if retrieves else None
     llm = _load_llm(spec, source, args)
@@ -381,6 +398,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     options = {m: _method_options(m, args, every_preset=False) for m in names}
     spec, source = _main_spec(args)
+    spec = _spec_for(spec, options)
     judge_spec = _spec(args, "--judge")
     scorer_spec = _spec(args, "--scorer-llm")
     home = default_home(args.home)

@@ -88,3 +88,41 @@ def test_cli_preset_in_methods_ask_and_eval(tmp_path, capsys, fault_server):
     hgot = json.loads((base / "hgot" / "config.json").read_text())
     assert hgot["preset"] == "small-model" and hgot["options"]["step_answers"] is True and hgot["options"]["samples"] == 1
     assert "preset" not in json.loads((base / "retrieve-then-read" / "config.json").read_text())
+
+
+def test_a_method_that_needs_logprobs_gets_an_embedded_model_that_has_them(capsys):
+    from hopqa.build import spec_with
+    from hopqa.cli import _spec_for
+    from hopqa.llm.base import LOGPROBS
+
+    assert get_method_class("self-dc").needs(method_config("self-dc", preset="small-model")) == {LOGPROBS}
+    assert get_method_class("self-dc").needs(method_config("self-dc")) == frozenset()  # verbal confidence
+    assert get_method_class("hgot").needs(method_config("hgot")) == frozenset()
+    assert spec_with("embedded:qwen2.5-1.5b", {LOGPROBS}) == "embedded:qwen2.5-1.5b?logits_all=1"
+    assert spec_with("embedded:x?n_ctx=4096", {LOGPROBS}) == "embedded:x?n_ctx=4096&logits_all=1"
+    assert spec_with("embedded:x?logits_all=0", {LOGPROBS}) == "embedded:x?logits_all=0"  # the user's own choice
+    assert spec_with("openai:m@http://h", {LOGPROBS}) == "openai:m@http://h"
+    assert spec_with("embedded:x", set()) == "embedded:x"
+    assert _spec_for("embedded:x", {"self-dc": {"preset": "small-model"}, "hgot": {}}) == "embedded:x?logits_all=1"
+    assert "loaded as embedded:x?logits_all=1 (logprobs for self-dc, hgot)" in capsys.readouterr().err
+    assert _spec_for("embedded:x", {"self-dc": {}}) == "embedded:x" and not capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_self_dc_preset_runs_on_the_default_kind_of_model(data_dir, tmp_path):
+    """``hopqa.pipeline("self-dc", preset="small-model")`` on an embedded spec without
+    ``logits_all``: the model is loaded with it, and the confidence is a token probability."""
+    import hopqa
+    from hopqa.datasets import load_dataset
+    from hopqa.retrieval.pool import CandidatePool
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    qa = hopqa.pipeline("self-dc", llm="embedded:smollm2-135m", retriever=CandidatePool(ex.paragraphs),
+                        home=tmp_path, cache=False, preset="small-model", max_tokens=16, depth=1)
+    try:
+        ans = qa.answer(ex.question)
+        assert ans.error is None, ans.error
+        (conf, *_) = ans.trace.root.find("confidence")
+        assert conf.llm_calls[0]["logprobs"][0]
+    finally:
+        qa.llm.close()

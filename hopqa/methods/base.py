@@ -246,6 +246,13 @@ class Method:
         """The question with whitespace collapsed; ``MethodError`` if empty or too long."""
         return validate_question(question)
 
+    @classmethod
+    def needs(cls, config: MethodConfig) -> frozenset[str]:
+        """The LLM capabilities (``hopqa.llm.base``) the method needs with ``config`` beyond
+        generating text, so that a builder can load the model with them (Self-DC's
+        ``confidence=prob``: ``logprobs``)."""
+        return frozenset()
+
 
 class RetrievingMethod(Method):
     """A method that retrieves: its retriever is a required constructor argument (traced, so

@@ -330,6 +330,10 @@ class SelfDC(RetrievingMethod):
             raise MethodError(f"Self-DC with confidence=prob needs token logprobs and {self.llm.name!r} does not "
                               f"return them{': ' + hint if hint else ''}; use confidence=verb")
 
+    @classmethod
+    def needs(cls, config: MethodConfig) -> frozenset[str]:
+        return frozenset({LOGPROBS}) if getattr(config, "confidence", "") == "prob" else frozenset()
+
     @property
     def alpha(self) -> float:
         if self.config.alpha is not None:
