@@ -39,15 +39,14 @@ def pipeline(
     ``bi-encoder`` or ``llm``) puts a reranker behind it. ``options`` set fields of the method's
     config, over the options of ``preset`` (e.g. ``small-model``: the method's departures from
     its paper for a small model; ``hopqa methods`` lists each method's presets)."""
-    from hopqa.build import build_method, corpus_retriever, load_model, spec_with, takes
+    from hopqa.build import build_method, corpus_retriever, load_model, needs_of, spec_with, takes
     from hopqa.config import default_llm
     from hopqa.llm import LLMBase
-    from hopqa.methods.base import get_method_class, method_config
 
     if isinstance(llm, LLMBase):
         model = llm
     else:  # loaded with what the method needs (Self-DC's confidence=prob: an embedded model's logprobs)
-        needs = get_method_class(method).needs(method_config(method, preset=preset, **options))
+        needs = needs_of({method: {"preset": preset, **options}})
         model = load_model(spec_with(default_llm(llm), needs), home=home, cache=cache)
     if retriever is None and takes(method, "retriever"):
         retriever = corpus_retriever(index=index, corpus=corpus, home=home, kind=search, rerank=rerank, llm=model)

@@ -55,6 +55,15 @@ def spec_with(spec: str, needs: Collection[str]) -> str:
     return spec + ("&" if "?" in spec else "?") + "logits_all=1"
 
 
+def needs_of(methods: dict[str, dict[str, Any]]) -> set[str]:
+    """What the methods (their options by name, a preset among them) need of the model beyond
+    text (``Method.needs``), for ``spec_with``."""
+    from hopqa.methods.base import get_method_class, method_config
+
+    return {need for name, options in methods.items() for need in get_method_class(name).needs(
+        method_config(name, **options))}
+
+
 def load_model(spec: str, *, home: str | Path | None = None, cache: bool = True) -> LLMBase:
     """The LLM a spec names (see ``hopqa.llm``), its responses cached unless ``cache=False``;
     ``LLMSpecError`` for a malformed spec."""

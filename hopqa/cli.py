@@ -181,12 +181,9 @@ def _main_spec(args: argparse.Namespace) -> tuple[str, str]:
 def _spec_for(spec: str, options: dict[str, dict[str, Any]]) -> str:
     """``spec`` with what the methods (``options`` by method name) need of the model
     (``hopqa.build.spec_with``), said in a note when that changes it."""
-    from hopqa.build import spec_with
-    from hopqa.methods.base import get_method_class, method_config
+    from hopqa.build import needs_of, spec_with
 
-    needs: set[str] = set()
-    for name, opts in options.items():
-        needs |= get_method_class(name).needs(method_config(name, **opts))
+    needs = needs_of(options)
     wanted = spec_with(spec, needs)
     if wanted != spec:
         print(f"hopqa: note: the embedded model is loaded as {wanted} ({', '.join(sorted(needs))} for "

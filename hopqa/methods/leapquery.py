@@ -81,7 +81,7 @@ from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import MethodConfig, MethodError, Preset, Result, RetrievingMethod, register
-from hopqa.methods.parsing import clean_answer
+from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
     Parsed,
@@ -439,14 +439,14 @@ class LeapQuery(RetrievingMethod):
         entity or the question made does not name it."""
         gen = self.llm.generate(BRIDGE_PROMPT.format(question=question, passages=passages),
                                 max_tokens=BRIDGE_TOKENS, temperature=0.0, stop=["\n"])
-        bridge = clean_answer(gen.text.strip().splitlines()[0] if gen.text.strip() else "")
+        bridge = clean_answer(first_line_after(gen.text, 0))
         s.output(bridge=bridge)
         if not normalize_answer(bridge) or normalize_answer(bridge) in ("none", "noanswer", "unknown"):
             s.note("no intermediate entity named: the missing facts are asked for")
             return None
         gen = self.llm.generate(NEXT_PROMPT.format(question=question, bridge=bridge),
                                 max_tokens=NEXT_TOKENS, temperature=0.0, stop=["\n"])
-        sub = " ".join(gen.text.strip().splitlines()[0].split()) if gen.text.strip() else ""
+        sub = " ".join(first_line_after(gen.text, 0).split())
         s.output(bridge_question=sub)
         if not sub or not set(normalize_answer(bridge).split()) <= set(normalize_answer(sub).split()):
             s.note(f"the next question does not name {bridge!r}: the missing facts are asked for")

@@ -17,7 +17,7 @@ step in the trace: the reply's answer, the model's phrase, and what was kept.
 from __future__ import annotations
 
 from hopqa.llm.base import LLMBase
-from hopqa.methods.parsing import clean_answer
+from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.text import normalize_answer
 from hopqa.trace import step
 
@@ -53,7 +53,7 @@ def shorten(llm: LLMBase, question: str, reply: str, answer: str) -> str:
     with step("shorten", answer=answer) as s:
         gen = llm.generate(SHORTEN_PROMPT.format(question=question, reply=" ".join(reply.split())),
                            max_tokens=SHORTEN_TOKENS, temperature=0.0, stop=["\n"])
-        phrase = clean_answer(gen.text.strip().splitlines()[0] if gen.text.strip() else "")
+        phrase = clean_answer(first_line_after(gen.text, 0))
         if phrase and in_reply(phrase, reply):
             s.output(phrase=phrase, kept="phrase")
             return phrase
