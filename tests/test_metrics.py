@@ -151,17 +151,20 @@ import json, sys
 from hopqa.evaluation import metrics
 metrics.load_metrics(lean=%s)
 pairs = [("Kris Benson", ["the answer is Kris Benson"]), ("running fast", ["runs fast"]),
-         ("the generously dying hopefulness", ["generous die hopeful", "x"]), ("1990s", ["the 1990s decade"])]
-left_out = sorted({"scipy", "sklearn", "pandas"} & set(sys.modules))
-import scipy.stats, sklearn  # afterwards they import as usual
-print(json.dumps({"scores": [metrics.rouge_l(p, g) for p, g in pairs], "left_out": left_out,
-                  "finders": [type(f).__name__ for f in sys.meta_path]}))
+         ("the generously dying hopefulness", ["generous die hopeful", "x"]), ("1990s", ["the 1990s decade"]),
+         ("Ségolène's tries", ["segolene try"]), ("", ["x"])]
+heavy = sorted({"scipy", "sklearn", "pandas", "nltk.corpus", "nltk.parse"} & set(sys.modules))
+nltk_after = sorted(m for m in sys.modules if m.startswith("nltk"))
+import nltk, nltk.corpus, scipy.stats  # afterwards nltk imports whole, as usual
+print(json.dumps({"scores": [metrics.rouge_l(p, g) for p, g in pairs], "heavy": heavy, "nltk_after": nltk_after,
+                  "whole": hasattr(nltk, "sent_tokenize") and hasattr(nltk, "PorterStemmer")}))
 """
 
 
-def test_lean_metric_load_leaves_out_nltks_unused_extras_with_the_same_scores():
-    """``hopqa eval`` imports rouge-score without scipy / scikit-learn under nltk (1.3 s of its
-    1.6 s): the scores are the same, and the packages import as usual afterwards."""
+def test_lean_metric_load_imports_only_the_stemmer_of_nltk_with_the_same_scores():
+    """``hopqa eval`` imports rouge-score without the rest of nltk (its parsers, corpora, scipy,
+    scikit-learn: 1.5 s of 1.6 s): the scores are the same, no nltk module stays in
+    ``sys.modules``, and nltk imports whole afterwards."""
     import json
     import subprocess
     import sys
@@ -171,28 +174,38 @@ def test_lean_metric_load_leaves_out_nltks_unused_extras_with_the_same_scores():
         return json.loads(out.stdout)
 
     lean, full = run(True), run(False)
-    assert lean["scores"] == full["scores"] and lean["scores"][1] == 1.0
-    assert lean["left_out"] == [] and "scipy" in full["left_out"]  # nltk imported scipy.stats in the full load
-    assert "_LeftOut" not in lean["finders"]
+    assert lean["scores"] == full["scores"] and lean["scores"][1] == 1.0 and lean["scores"][-1] == 0.0
+    assert lean["heavy"] == [] and lean["nltk_after"] == [] and lean["whole"]
+    assert "scipy" in full["heavy"] and "nltk.corpus" in full["heavy"]  # what the full load brings
 
 
-def test_left_out_imports_fail_in_the_importing_thread_only(monkeypatch):
-    import importlib
+def test_bare_packages_run_no_init_and_leave_no_module_behind():
     import sys
-    import threading
 
-    from hopqa.evaluation.metrics import _LeftOut
+    from hopqa.evaluation.metrics import _bare_packages
 
-    monkeypatch.delitem(sys.modules, "tabnanny", raising=False)
-    elsewhere: list[object] = []
-    with _LeftOut(["tabnanny", "json"]) as left_out:
-        assert left_out.names == {"tabnanny"}  # json is imported already: never left out
-        with pytest.raises(ModuleNotFoundError, match="left out"):
-            importlib.import_module("tabnanny")
-        other = threading.Thread(target=lambda: elsewhere.append(importlib.import_module("tabnanny")))
-        other.start()
-        other.join()
-    assert elsewhere and left_out not in sys.meta_path
+    before = {m for m in sys.modules if m.startswith("xml")}
+    for m in before:  # make xml's modules loadable afresh for the test
+        sys.modules.pop(m)
+    try:
+        with _bare_packages(["xml", "xml.dom"]):
+            bare = sys.modules["xml.dom"]
+            assert not hasattr(bare, "Node")  # xml/dom/__init__.py defines Node: it did not run
+            from xml.dom import minicompat  # a submodule loads on its own
+
+            assert minicompat.NodeList
+        assert not any(m.startswith("xml") for m in sys.modules)
+        sys.modules.pop("tabnanny", None)
+        with pytest.raises(ModuleNotFoundError), _bare_packages(["tabnanny"]):  # a module, not a package
+            pass
+        assert "tabnanny" not in sys.modules
+        with pytest.raises(ValueError, match="imported already: json"), _bare_packages(["json"]):
+            pass
+        assert "json.decoder" in sys.modules  # what was there is left alone
+    finally:
+        import xml.dom  # whole again
+
+        assert hasattr(xml.dom, "Node")
 
 
 def test_bertscore_with_the_shipped_minilm_and_a_clear_error_otherwise():

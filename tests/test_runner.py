@@ -90,6 +90,37 @@ def test_config_mismatch_is_refused(tmp_path):
                  config={"llm": "b"})
 
 
+
+def test_a_run_recorded_before_a_method_option_existed_continues_when_it_is_at_its_default(tmp_path):
+    """A run recorded by an earlier hopqa, whose method had fewer options, is continued when the
+    new options are at their defaults; not when one is set otherwise, an old one is gone or one
+    recorded changed."""
+    import dataclasses
+
+    from hopqa.methods.base import method_config
+
+    options = dataclasses.asdict(method_config("gensco-stop", shots=3))
+    older = {k: v for k, v in options.items() if k not in ("restated_retries", "answer")}
+    recorded = {"dataset": "musique", "method": "gensco-stop", "options": older, "llm": "a"}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(recorded))
+    check_config(run, {**recorded, "options": options})  # both new options at their defaults
+    cases = {"restated_retries": dict(options, restated_retries=1), "shots": dict(options, shots=2)}
+    for name, changed in cases.items():
+        with pytest.raises(RunConfigMismatch, match="options"):
+            check_config(run, {**recorded, "options": changed})
+    gone = {k: v for k, v in options.items() if k != "seed"}
+    with pytest.raises(RunConfigMismatch, match="options"):
+        check_config(run, {**recorded, "options": gone})
+    with pytest.raises(RunConfigMismatch, match="llm, options"):  # another key differs too: strict
+        check_config(run, {**recorded, "options": options, "llm": "b"})
+    for method in ("no-such-method", None):  # defaults unknown: strict
+        (run / "config.json").write_text(json.dumps({**recorded, "method": method}))
+        with pytest.raises(RunConfigMismatch, match="options"):
+            check_config(run, {**recorded, "method": method, "options": options})
+    assert json.loads((run / "config.json").read_text())["options"] == older  # never rewritten
+
 def test_open_setting_uses_shared_retriever(tmp_path):
     from hopqa.retrieval.bm25 import BM25Retriever
 

@@ -27,13 +27,14 @@
 
 from __future__ import annotations
 
-import importlib.abc
+import contextlib
+import importlib.util
 import re
 import sys
 import threading
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, Self
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 # Defined below the methods (which compare answers too); re-exported here with the other metrics.
 from hopqa.text import exact_match, normalize_answer  # noqa: F401
@@ -164,47 +165,54 @@ def judge_accuracy(judge: Any, question: str, prediction: str, golds: Sequence[s
 _rouge: Any = None
 _rouge_lock = threading.Lock()
 
-#: nltk's optional imports that rouge-score never uses, and that make most of its import time
-#: (about 1.3 of 1.6 s here): scipy (nltk's association measures and significance tests),
-#: scikit-learn (its ``SklearnClassifier``) and pandas under scikit-learn.
-NLTK_UNUSED_EXTRAS = ("scipy", "sklearn", "pandas")
+#: The packages of nltk whose ``__init__`` a lean load skips: rouge-score's ROUGE-L needs only
+#: ``nltk.stem.porter``, while ``import nltk`` imports all of nltk (its parsers, classifiers,
+#: corpora readers, with numpy, scipy and scikit-learn): about 0.2 of rouge-score's 0.26 s here
+#: once scipy is left out, 1.6 s with it.
+NLTK_BARE = ("nltk", "nltk.stem")
 
 
 def load_metrics(*, lean: bool = False) -> None:
-    """Import what the metrics need (``rouge-score`` with nltk and scipy: about a second) before
-    the first question, so that no evaluation worker waits for it (issue 32: all 8 workers
-    stopped sending requests for 1.2 s while the first scored answer imported it).
+    """Import what the metrics need (``rouge-score``, with nltk) before the first question, so
+    that no evaluation worker waits for it (issue 32: all 8 workers stopped sending requests for
+    1.2 s while the first scored answer imported it).
 
-    ``lean`` (hopqa's own ``hopqa eval`` process) imports rouge-score with nltk's optional
-    imports of ``NLTK_UNUSED_EXTRAS`` left out, as if they were not installed: nltk then takes
-    its own fallbacks for them (they concern nltk features hopqa does not use), and the scores
-    are the same. Only the importing thread is affected, only for this one import, and only
-    where they are not imported already; importing them later works as usual."""
-    if lean:
-        with _LeftOut(NLTK_UNUSED_EXTRAS):
+    ``lean`` (hopqa's own ``hopqa eval`` process, before it starts any thread) imports
+    rouge-score with the packages of ``NLTK_BARE`` *bare*: in ``sys.modules`` without their
+    ``__init__`` having run, so that only the modules ROUGE-L uses load (nltk's Porter stemmer
+    and what it imports). Afterwards every nltk module is taken out of ``sys.modules`` again: a
+    later ``import nltk`` anywhere loads all of it as usual, and rouge-score keeps the stemmer
+    it has. The scores are the same (tested against the full import); rouge-score's ROUGE-Lsum,
+    which calls ``nltk.sent_tokenize``, is not available after a lean load (hopqa does not use
+    it). Where nltk is imported already, the load is the usual one."""
+    if lean and "nltk" not in sys.modules:
+        with _bare_packages(NLTK_BARE):
             _rouge_scorer()
     else:
         _rouge_scorer()
 
 
-class _LeftOut(importlib.abc.MetaPathFinder):
-    """While entered, imports of the given top-level packages (and their submodules) from this
-    thread fail with ``ModuleNotFoundError``, unless they are imported already."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = frozenset(n for n in names if n not in sys.modules)
-        self.thread = threading.get_ident()
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname.partition(".")[0] in self.names and threading.get_ident() == self.thread:
-            raise ModuleNotFoundError(f"{fullname} is left out while rouge-score loads", name=fullname)
-
-    def __enter__(self) -> Self:
-        sys.meta_path.insert(0, self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.meta_path.remove(self)
+@contextlib.contextmanager
+def _bare_packages(names: Sequence[str]) -> Iterator[None]:
+    """Put the packages ``names`` (parents first) in ``sys.modules`` without running their
+    ``__init__``, so that importing one of their submodules loads that submodule only; on exit,
+    take every module of their top-level packages that was not there before out of
+    ``sys.modules`` again (what imported them keeps its references). A package imported already
+    is a ``ValueError``. Not thread-safe: for a process's start, before its threads."""
+    tops = {name.partition(".")[0] for name in names}
+    if imported := [name for name in names if name in sys.modules]:
+        raise ValueError(f"imported already: {', '.join(imported)}")
+    before = set(sys.modules)
+    try:
+        for name in names:
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.submodule_search_locations is None:
+                raise ModuleNotFoundError(f"no package {name}", name=name)
+            sys.modules[name] = importlib.util.module_from_spec(spec)  # __path__ set, __init__ not run
+        yield
+    finally:
+        for loaded in [m for m in sys.modules if m.partition(".")[0] in tops and m not in before]:
+            del sys.modules[loaded]
 
 
 def _rouge_scorer() -> Any:

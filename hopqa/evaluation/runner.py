@@ -49,7 +49,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ from hopqa import jsonl
 from hopqa.config import write_atomic
 from hopqa.console import progress_bar
 from hopqa.evaluation.metrics import judge_accuracy, load_metrics, score_answer
-from hopqa.methods.base import Method, RetrievingMethod
+from hopqa.methods.base import Method, RetrievingMethod, method_config
 from hopqa.retrieval.pool import CandidatePool, UnboundPool
 from hopqa.runtime import cancellable
 from hopqa.trace import (
@@ -511,12 +511,43 @@ def _check_config(path: Path, config: dict[str, Any], write: bool) -> None:
             write_atomic(path, json.dumps(config, indent=1, default=str))
         return
     old = _read_config(path)
-    if config and old != _canonical(config):
-        diff = sorted(k for k in set(old) | set(config) if old.get(k) != _canonical(config.get(k)))
+    if config and (diff := config_differences(old, config)):
         raise RunConfigMismatch(
             f"{path.parent} holds a run with a different configuration (differs in: {', '.join(diff)}); "
             "use another --out directory, or delete it to start over"
         )
+
+
+def config_differences(old: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The keys in which the recorded configuration ``old`` and ``config`` differ (none: the run
+    can continue under ``config``).
+
+    A method option that ``config`` has and ``old`` has not is no difference when its value is
+    the method's default (``hopqa.methods.method_config(config["method"])``): the run was
+    recorded by an earlier hopqa whose method did not have that option yet, and a new option's
+    default keeps the method as it ran (hopqa adds options that way: a default that changed
+    would show as a recorded value that differs). An option recorded in ``old`` that ``config``
+    has not, or a new one set to another value, is a difference."""
+    new = _canonical(config)
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if diff == ["options"] and isinstance(old["options"], dict) and isinstance(new.get("options"), dict):
+        added = set(new["options"]) - set(old["options"])
+        kept = all(k in new["options"] and new["options"][k] == v for k, v in old["options"].items())
+        defaults = _option_defaults(new.get("method"))
+        if kept and defaults is not None and all(k in defaults and new["options"][k] == defaults[k] for k in added):
+            return []
+    return diff
+
+
+def _option_defaults(method: Any) -> dict[str, Any] | None:
+    """The options of the method registered as ``method`` at their defaults, as JSON reads them
+    back (None when there is no such method)."""
+    if not isinstance(method, str):
+        return None
+    try:
+        return _canonical(asdict(method_config(method)))
+    except ValueError:  # MethodError: no such method
+        return None
 
 
 def _read_config(path: Path) -> dict[str, Any]:
