@@ -3,8 +3,8 @@ Retrieve-then-Read and IRCoT, on the same questions, with paired intervals.
 
     .venv/bin/python benchmarks/presets.py [--datasets musique,hotpotqa,2wikimultihopqa]
         [--settings distractor,open] [--limit 30] [--methods hgot,gensco-stop,self-dc,leapquery,tor]
-        [--baselines retrieve-then-read,ircot] [--llm embedded:qwen2.5-1.5b] [--out runs/bench-presets]
-        [--report-only]
+        [--baselines retrieve-then-read,ircot] [--variants defaults,small-model]
+        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-presets] [--report-only]
 
 Every (setting, dataset, method, variant) is one ``hopqa eval`` run, resumable: re-running
 continues where it stopped and never redoes a finished question (run it in the background, one
@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=30)
     ap.add_argument("--methods", default="hgot,gensco-stop,self-dc,leapquery,tor")
     ap.add_argument("--baselines", default="retrieve-then-read,ircot")
+    ap.add_argument("--variants", default=f"defaults,{PRESET}",
+                    help="which runs of each method: its defaults, its preset or both (baselines run with defaults)")
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/bench-presets")
     ap.add_argument("--report-only", action="store_true", help="print the tables of what has run")
@@ -124,14 +126,18 @@ def main() -> None:
     settings = [s for s in args.settings.split(",") if s]
     methods = [m for m in args.methods.split(",") if m]
     baselines = [m for m in args.baselines.split(",") if m]
+    variants = {v for v in args.variants.split(",") if v}
+    if unknown := variants - {"defaults", PRESET}:
+        ap.error(f"unknown variants: {', '.join(sorted(unknown))} (defaults, {PRESET})")
     if not args.report_only:
         for setting in settings:
             for dataset in datasets:
                 for method in baselines:
                     run(args, dataset, setting, method, "defaults")
                 for method in methods:
-                    run(args, dataset, setting, method, "defaults")
-                    if has_preset(method):
+                    if "defaults" in variants:
+                        run(args, dataset, setting, method, "defaults")
+                    if PRESET in variants and has_preset(method):
                         run(args, dataset, setting, method, PRESET)
     report(args, datasets, settings, methods)
     print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
