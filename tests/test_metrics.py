@@ -184,9 +184,7 @@ def test_bare_packages_run_no_init_and_leave_no_module_behind():
 
     from hopqa.evaluation.metrics import _bare_packages
 
-    before = {m for m in sys.modules if m.startswith("xml")}
-    for m in before:  # make xml's modules loadable afresh for the test
-        sys.modules.pop(m)
+    saved = {m: sys.modules.pop(m) for m in [m for m in sys.modules if m.startswith("xml")]}  # loadable afresh
     try:
         with _bare_packages(["xml", "xml.dom"]):
             bare = sys.modules["xml.dom"]
@@ -203,7 +201,8 @@ def test_bare_packages_run_no_init_and_leave_no_module_behind():
             pass
         assert "json.decoder" in sys.modules  # what was there is left alone
     finally:
-        import xml.dom  # whole again
+        sys.modules.update(saved)  # the modules other tests and libraries hold, as they were
+        import xml.dom
 
         assert hasattr(xml.dom, "Node")
 
