@@ -533,8 +533,8 @@ def config_differences(old: dict[str, Any], config: dict[str, Any]) -> list[str]
     if diff == ["options"] and isinstance(old["options"], dict) and isinstance(new.get("options"), dict):
         added = set(new["options"]) - set(old["options"])
         kept = all(k in new["options"] and new["options"][k] == v for k, v in old["options"].items())
-        defaults = _option_defaults(new.get("method"))
-        if kept and defaults is not None and all(k in defaults and new["options"][k] == defaults[k] for k in added):
+        if kept and (defaults := _option_defaults(new.get("method"))) is not None and all(
+                k in defaults and new["options"][k] == defaults[k] for k in added):
             return []
     return diff
 
