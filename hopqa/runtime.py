@@ -97,6 +97,8 @@ class TracedLLM(LLMWrapper):
         }
         if gen.prompt_tokens_evaluated is not None:  # the rest came from the model's KV / prefix cache
             record["prompt_tokens_evaluated"] = 0 if gen.cached else gen.prompt_tokens_evaluated
+        if gen.prefix_cache and not gen.cached:
+            record["prefix_cache"] = gen.prefix_cache
         if request.logprobs:
             record["logprobs"] = [c.logprobs for c in gen.completions]
         if gen.schema_ignored:
@@ -124,6 +126,7 @@ class TracedLLM(LLMWrapper):
                 "prompt_tokens": ll.prompt_tokens,
                 **({"prompt_tokens_evaluated": 0 if ll.cached else ll.prompt_tokens_evaluated}
                    if ll.prompt_tokens_evaluated is not None else {}),
+                **({"prefix_cache": ll.prefix_cache} if ll.prefix_cache and not ll.cached else {}),
                 "cached": ll.cached,
                 "seconds": round(time.perf_counter() - t0, 4),
             },

@@ -148,11 +148,43 @@ def test_the_trace_counts_the_prompt_tokens_evaluated(cached):
     with trace.activate():
         llm.generate(PROMPTS["a"], max_tokens=4)
         llm.generate(PROMPTS["c"], max_tokens=4)
-        llm.loglikelihood(PROMPTS["a"], " The river")
+        llm.generate(PROMPTS["b"], max_tokens=4)
+        llm.generate(PROMPTS["a"], max_tokens=4)
+        llm.loglikelihood(PROMPTS["a"], " The river")  # raw text: no chat template, shares nothing
     calls = trace.root.llm_calls
-    assert [c["prompt_tokens_evaluated"] <= c["prompt_tokens"] for c in calls] == [True] * 3
+    assert [c["prompt_tokens_evaluated"] <= c["prompt_tokens"] for c in calls] == [True] * 5
     assert calls[0]["prompt_tokens_evaluated"] == calls[0]["prompt_tokens"]  # nothing cached before
     assert calls[1]["prompt_tokens_evaluated"] <= calls[1]["prompt_tokens"] - 3 * BLOCK  # a's blocks reused
+    # the prefix cache's part: c reused a's blocks from the live KV cache (nothing restored); after
+    # b, a's blocks came back from a snapshot
+    uses = [c["prefix_cache"] for c in calls]
+    assert [u["restored"] for u in uses[:3]] == [0, 0, 0] and [u["evicted"] for u in uses] == [0] * 5
+    assert uses[3]["restored"] == calls[3]["prompt_tokens"] - calls[3]["prompt_tokens_evaluated"] >= 3 * BLOCK
+    assert uses[4]["restored"] == 0  # its context shares no whole block with a cached prefix
+    assert uses[0]["entries"] == 1 and uses[2]["entries"] >= 2 and 0 < uses[0]["mb"] < uses[2]["mb"]
+    assert uses[4]["entries"] == uses[3]["entries"] + 1 == cached.prefix_cache.stats()["entries"]
+
+
+def test_each_call_records_its_share_of_the_cache_counters():
+    from hopqa.llm.base import Completion, Generation, merge_generations
+
+    cache = PrefixCache(budget=25)
+    cache.put([0] * 4, bytes(10))
+    mark = cache.mark()
+    cache.count_restored(4)
+    for i in (1, 2):
+        cache.put([i] * 4, bytes(10))  # the second evicts [0]*4
+    assert cache.use_since(mark) == {"restored": 4, "evicted": 1, "entries": 2, "mb": 0.0}
+    assert cache.use_since(cache.mark())["restored"] == 0
+
+    def part(use):
+        return Generation([Completion("x")], prefix_cache=use)
+
+    one = {"restored": 64, "evicted": 0, "entries": 3, "mb": 1.5}
+    two = {"restored": 128, "evicted": 1, "entries": 2, "mb": 1.0}
+    assert merge_generations([part(one), part(two)]).prefix_cache == {"restored": 192, "evicted": 1,
+                                                                      "entries": 2, "mb": 1.0}
+    assert merge_generations([part(None), part(None)]).prefix_cache is None
 
 
 def test_samples_drawn_as_several_calls_add_their_evaluated_tokens():
@@ -163,3 +195,29 @@ def test_samples_drawn_as_several_calls_add_their_evaluated_tokens():
 
     assert merge_generations([part(100), part(36)]).prompt_tokens_evaluated == 136
     assert merge_generations([part(100), part(None)]).prompt_tokens_evaluated is None  # unknown stays unknown
+
+
+def test_the_trace_records_the_prefix_cache_of_calls_the_model_made_not_of_cache_hits(tmp_path):
+    from dataclasses import replace
+
+    from hopqa.llm.cache import CachedLLM, ResponseCache
+    from hopqa.llm.scripted import ScriptedLLM
+    from hopqa.runtime import traced_llm
+    from hopqa.trace import Trace
+
+    use = {"restored": 128, "evicted": 0, "entries": 2, "mb": 3.5}
+
+    class WithPrefixCache(ScriptedLLM):
+        def _complete(self, request):
+            return replace(super()._complete(request), prefix_cache=use, prompt_tokens_evaluated=1)
+
+    cache = ResponseCache(tmp_path)
+    llm = traced_llm(CachedLLM(WithPrefixCache(lambda request: "x"), cache))
+    trace = Trace(question="q")
+    with trace.activate():
+        llm.generate("the same prompt", max_tokens=4)
+        llm.generate("the same prompt", max_tokens=4)  # a response-cache hit: the model did nothing
+    cache.close()
+    first, hit = trace.root.llm_calls
+    assert first["prefix_cache"] == use and not first["cached"]
+    assert hit["cached"] and "prefix_cache" not in hit and hit["prompt_tokens_evaluated"] == 0

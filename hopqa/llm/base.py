@@ -192,6 +192,9 @@ class Generation:
     #: Prompt tokens the model actually evaluated (the rest came from its KV / prefix cache);
     #: None when the backend cannot tell (a server).
     prompt_tokens_evaluated: int | None = None
+    #: The embedded backend's prefix cache during this request (``PrefixCache.use_since``): tokens
+    #: restored from snapshots, snapshots evicted, and what it holds after; None without one.
+    prefix_cache: dict[str, float] | None = None
 
     @property
     def text(self) -> str:
@@ -222,6 +225,8 @@ class LogLikelihood:
     seconds: float = 0.0
     #: Tokens the model actually evaluated (``Generation.prompt_tokens_evaluated``); None: unknown.
     prompt_tokens_evaluated: int | None = None
+    #: The prefix cache during this request (``Generation.prefix_cache``).
+    prefix_cache: dict[str, float] | None = None
 
     @property
     def total(self) -> float:
@@ -528,7 +533,18 @@ def merge_generations(parts: Sequence[Generation], backend: str = "") -> Generat
         schema_ignored=any(g.schema_ignored for g in parts),
         prompt_tokens_evaluated=(sum(g.prompt_tokens_evaluated or 0 for g in parts)
                                  if parts and all(g.prompt_tokens_evaluated is not None for g in parts) else None),
+        prefix_cache=merge_prefix_use([g.prefix_cache for g in parts]),
     )
+
+
+def merge_prefix_use(parts: Sequence[dict[str, float] | None]) -> dict[str, float] | None:
+    """The prefix-cache use of several calls made as one request: restored tokens and evictions
+    added up, the cache's size after the last; None when no part says."""
+    said = [p for p in parts if p]
+    if not said:
+        return None
+    return {"restored": sum(p.get("restored", 0) for p in said), "evicted": sum(p.get("evicted", 0) for p in said),
+            "entries": said[-1].get("entries", 0), "mb": said[-1].get("mb", 0.0)}
 
 
 def request_key(identity: dict[str, Any], kind: str, payload: dict[str, Any]) -> str:

@@ -67,7 +67,7 @@ import numpy as np
 
 from hopqa.cancel import check_cancelled, current_cancel_event
 from hopqa.console import progress_bar
-from hopqa.llm import lockstep
+from hopqa.llm import greedy, lockstep
 from hopqa.llm.base import (
     GENERATE,
     LOGLIKELIHOOD,
@@ -252,6 +252,8 @@ class LlamaCppLLM(LLMBase):
         self._llm.generate = self._generate_tokens  # type: ignore[method-assign]
         self._llama_eval = self._llm.eval
         self._llm.eval = self._eval_counted  # type: ignore[method-assign]
+        self._llama_sample = self._llm.sample
+        self._llm.sample = self._sample  # type: ignore[method-assign]
 
     def _with_sequences(self, n: int) -> None:
         """Give the model a context whose one KV cache holds ``n`` sequences (the samples drawn
@@ -321,13 +323,14 @@ class LlamaCppLLM(LLMBase):
             return self._samples(request, common, t0)
         with self._lock:
             self._prompt_evaluated = None
-            start = self.evaluated_tokens
+            start, mark = self.evaluated_tokens, self._cache_mark()
             try:
                 out = self._call(self._llm, request, common)
             except ValueError as exc:
                 raise self._too_long(exc) from exc
             self._remember()
             evaluated = self._prompt_evaluated if self._prompt_evaluated is not None else self.evaluated_tokens - start
+            prefix = self._cache_use(mark)
         usage = out.get("usage") or {}
         return Generation(
             completions=[self._completion(out, request)],
@@ -336,6 +339,7 @@ class LlamaCppLLM(LLMBase):
             seconds=time.perf_counter() - t0,
             backend=self.name,
             prompt_tokens_evaluated=evaluated,
+            prefix_cache=prefix,
         )
 
     def _too_long(self, exc: ValueError) -> LLMError:
@@ -373,7 +377,7 @@ class LlamaCppLLM(LLMBase):
             return merge_generations([self._complete(replace(one, seed=s)) for s in seeds], backend=self.name)
         cancel = current_cancel_event()
         with self._lock:
-            start = self.evaluated_tokens
+            start, mark = self.evaluated_tokens, self._cache_mark()
             self._start_prompt(prompt, cancel)
             check_cancelled(cancel)
             self._llm.eval(prompt[self._llm.n_tokens:])
@@ -386,6 +390,7 @@ class LlamaCppLLM(LLMBase):
             finally:
                 self._remember()
             self.evaluated_tokens += lock.evaluated
+            prefix = self._cache_use(mark)
         return Generation(
             completions=[self._completion(out, one) for out in outs],
             prompt_tokens=sum(token_count((out.get("usage") or {}).get("prompt_tokens")) for out in outs),
@@ -393,6 +398,7 @@ class LlamaCppLLM(LLMBase):
             seconds=time.perf_counter() - t0,
             backend=self.name,
             prompt_tokens_evaluated=evaluated,
+            prefix_cache=prefix,
         )
 
     def _malformed(self, exc: MalformedValue) -> LLMError:
@@ -430,7 +436,7 @@ class LlamaCppLLM(LLMBase):
         t0 = time.perf_counter()
         llm = self._llm
         with self._lock:
-            start = self.evaluated_tokens
+            start, mark = self.evaluated_tokens, self._cache_mark()
             ctx_tokens = llm.tokenize(context.encode("utf-8"), add_bos=True, special=True)
             cont_tokens = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
             if not cont_tokens:
@@ -445,10 +451,12 @@ class LlamaCppLLM(LLMBase):
                 raise self._malformed(exc) from None
             self._remember()
             evaluated = self.evaluated_tokens - start
+            prefix = self._cache_use(mark)
             pieces = [llm.detokenize([t]).decode("utf-8", errors="replace") for t in cont_tokens]
         return LogLikelihood(
             token_logprobs=values, tokens=pieces, prompt_tokens=len(all_tokens), seconds=time.perf_counter() - t0,
             prompt_tokens_evaluated=evaluated,
+            prefix_cache=prefix,
         )
 
     def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
@@ -514,6 +522,19 @@ class LlamaCppLLM(LLMBase):
             self._llm.reset()
             self._llm._ctx.kv_cache_seq_rm(-1, 0, -1)
             self._canonical = 0
+
+    def _cache_mark(self) -> tuple[int, int] | None:
+        return None if self.prefix_cache is None else self.prefix_cache.mark()
+
+    def _cache_use(self, mark: tuple[int, int] | None) -> dict[str, float] | None:
+        """What the prefix cache did since ``mark`` (``PrefixCache.use_since``), for the trace."""
+        return None if mark is None or self.prefix_cache is None else self.prefix_cache.use_since(mark)
+
+    def _sample(self, **options: Any) -> int:
+        """llama-cpp-python's ``sample``; a greedy request under a grammar checks the model's top
+        token first (``hopqa.llm.greedy``: the same token, without judging the whole vocabulary)."""
+        token = greedy.sample(self._llm, options)
+        return self._llama_sample(**options) if token is None else token
 
     def _eval_counted(self, tokens: Any) -> None:
         self.evaluated_tokens += len(tokens)

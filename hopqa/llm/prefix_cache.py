@@ -16,7 +16,8 @@ covers, within a memory budget:
   entries are evicted beyond ``budget`` bytes, and a snapshot larger than the budget is not
   kept;
 - ``hits``, ``misses``, ``restored_tokens``, ``evictions``: what it saved, for traces and
-  benchmarks.
+  benchmarks; ``mark()`` and ``use_since(mark)`` give one request's share of them (what each
+  LLM call of a trace records as ``prefix_cache``).
 
 Lookup compares token lists entry by entry (a few dozen entries of a few thousand tokens: far
 below the cost of evaluating one block); the snapshots are opaque bytes to this module.
@@ -118,6 +119,18 @@ class PrefixCache:
         with self._lock:
             self._entries.clear()
             self._size = 0
+
+    def mark(self) -> tuple[int, int]:
+        """The counters ``use_since`` measures from: restored tokens and evictions so far."""
+        with self._lock:
+            return self.restored_tokens, self.evictions
+
+    def use_since(self, mark: tuple[int, int]) -> dict[str, float]:
+        """Since ``mark``: tokens restored from snapshots and snapshots evicted; and what the
+        cache holds now (entries, MiB)."""
+        with self._lock:
+            return {"restored": self.restored_tokens - mark[0], "evicted": self.evictions - mark[1],
+                    "entries": len(self._entries), "mb": round(self._size / 2**20, 1)}
 
     def stats(self) -> dict[str, int]:
         """What the cache holds and saved (module docstring)."""

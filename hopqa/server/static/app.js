@@ -223,6 +223,11 @@
     return h("table", { class: cls }, body);
   }
 
+  function prefixUse(p) {
+    return `${fmtNum(p.restored)} tokens restored, ${fmtNum(p.evicted)} evicted; ` +
+      `${fmtNum(p.entries)} prefixes held, ${fmtNum(p.mb, 1)} MiB`;
+  }
+
   function showLlmCall(call, where) {
     const tokens = call.type === "loglikelihood"
       ? `${fmtNum(call.prompt_tokens)} prompt`
@@ -237,6 +242,7 @@
         ["tokens", tokens + evaluated],
         ["cached", call.cached ? "yes (no tokens counted)" : "no"],
         ["seconds", fmtSec(call.seconds)],
+        ...(call.prefix_cache ? [["prefix cache", prefixUse(call.prefix_cache)]] : []),
         ...(call.schema_ignored ? [["schema", "ignored by the backend"]] : []),
         ...(call.error ? [["error", call.error]] : []),
       ]),
