@@ -41,11 +41,12 @@ def sample(llama: Any, options: dict[str, Any]) -> int | None:
     against the grammar (module docstring) and accepted by the sampler chain; None when this
     request is not greedy under a grammar, or the top token is not allowed (the caller then
     samples with the chain)."""
-    if not _greedy_with_grammar(options) or llama._sampler is None:
+    sampler = getattr(llama, "_sampler", None)  # llama-cpp-python's chain, set by ``generate``
+    if not _greedy_with_grammar(options) or sampler is None:
         return None
     import llama_cpp
 
-    chain = llama._sampler.sampler
+    chain = sampler.sampler
     names = tuple(llama_cpp.llama_sampler_name(llama_cpp.llama_sampler_chain_get(chain, i))
                   for i in range(llama_cpp.llama_sampler_chain_n(chain)))
     if names != CHAIN:
