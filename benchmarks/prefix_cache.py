@@ -7,8 +7,8 @@ Every method runs ``hopqa eval`` on the first ``--limit`` MuSiQue dev questions 
 setting twice: before (``?prefix_cache_mb=0&batch_samples=0``: the KV cache holds only the last
 prompt and samples are drawn one by one, as before issue 31) and after (the defaults: the prefix
 cache; samples are decoded together only with ``?batch_samples=N``, off by default), the LLM
-response cache off so that every call is a real one; HGOT with the cheap settings the issue measured (``samples=2 max_steps=2
-entailment_delta=false``). Each run is resumable (re-running continues where it stopped): run it
+response cache off so that every call is a real one; HGOT with the cheap settings the issue
+measured (``samples=2 max_steps=2 entailment_delta=false``). Each run is resumable (re-running continues where it stopped): run it
 in the background, one model process at a time.
 
 Prints one row per method and setting: questions, LLM calls, prompt tokens sent, prompt tokens
