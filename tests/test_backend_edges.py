@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -142,22 +143,108 @@ def test_a_cache_that_cannot_be_written_answers_uncached_and_warns_once(tmp_path
         f"the response cache at {tmp_path / 'c'} cannot be written ({cause}): answering without caching"]
 
 
-@pytest.mark.parametrize("exc, cause", [
-    (sqlite3.DatabaseError("database disk image is malformed"), "DatabaseError: database disk image is malformed"),
-    (OSError(errno.EIO, "Input/output error"), "OSError: [Errno 5] Input/output error"),
-    (EOFError("Ran out of input"), "EOFError: Ran out of input"),  # a damaged pickled value
+class _FailingConnection:
+    """A read connection whose statement fails (a damaged database)."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def execute(self, *args):
+        raise self.exc
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("where, exc, cause", [
+    ("statement", sqlite3.DatabaseError("database disk image is malformed"),
+     "DatabaseError: database disk image is malformed"),
+    ("fetch", OSError(errno.EIO, "Input/output error"), "OSError: [Errno 5] Input/output error"),
+    ("fetch", EOFError("Ran out of input"), "EOFError: Ran out of input"),  # a damaged pickled value
+    ("queued", sqlite3.DatabaseError("database disk image is malformed"),
+     "DatabaseError: database disk image is malformed"),  # a read on the worker, after a queued write
 ])
-def test_a_cache_that_cannot_be_read_answers_from_the_model_and_warns_once(tmp_path, monkeypatch, exc, cause):
+def test_a_cache_that_cannot_be_read_answers_from_the_model_and_warns_once(tmp_path, monkeypatch, where, exc,
+                                                                           cause):
     cache = ResponseCache(tmp_path / "c")
     CachedLLM(ScriptedLLM(replies=["old"]), cache).generate("p")
-    monkeypatch.setattr(cache._db, "get", _raise(exc))
+    cache.close()  # the write done: the reads below run on this thread
+    if where == "statement":
+        monkeypatch.setattr(cache, "_reader", _FailingConnection(exc))
+        monkeypatch.setattr(cache, "_reader_pid", os.getpid())
+    elif where == "fetch":
+        monkeypatch.setattr(cache._db.disk, "fetch", _raise(exc))
+    else:
+        monkeypatch.setattr(cache._db, "get", _raise(exc))
+        monkeypatch.setattr(cache, "_queued", {k: 1 for k in _keys_of(cache)})  # as if its write were queued
     inner = ScriptedLLM(replies=lambda r: "fresh")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         texts = [CachedLLM(inner, cache).generate("p").text for _ in range(3)]
+        cache.close()
     assert texts == ["fresh"] * 3
     assert [str(w.message) for w in caught] == [
         f"the response cache at {tmp_path / 'c'} cannot be read ({cause}): answering without it"]
+
+
+def _keys_of(cache):
+    return list(cache._run(lambda: list(cache._db.iterkeys())))
+
+
+def test_a_cache_read_runs_on_the_calling_thread_and_sees_every_write(tmp_path, monkeypatch):
+    """A read is made on the caller's thread (no hop to the worker); many threads reading and
+    writing see each other's finished writes."""
+    cache = ResponseCache(tmp_path / "c")
+    cache.set("a", {"text": "1"})
+    cache.close()
+    threads = []
+    real_fetch = cache._db.disk.fetch
+
+    def fetch(*args):
+        threads.append(threading.current_thread())
+        return real_fetch(*args)
+
+    monkeypatch.setattr(cache._db.disk, "fetch", fetch)
+    monkeypatch.setattr(cache, "_run", _raise(AssertionError("a read went to the worker")))
+    assert cache.get("a") == {"text": "1"} and cache.get("b") is None
+    assert threads == [threading.current_thread()]
+    monkeypatch.undo()
+    errors = []
+
+    def work(i):
+        try:
+            cache.set(f"k{i}", {"i": i})
+            for _ in range(200):  # each thread's own write, once done, is read back
+                if cache.get(f"k{i}") == {"i": i}:
+                    return
+                time.sleep(0.005)
+            errors.append(i)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors and all(cache.get(f"k{i}") == {"i": i} for i in range(16))
+    cache.close()
+
+
+def test_a_value_whose_file_went_is_a_miss_without_a_warning(tmp_path):
+    """A large value lives in a file of its own; one removed after the statement (evicted
+    meanwhile) is a miss, as ``diskcache.Cache.get`` has it."""
+    cache = ResponseCache(tmp_path / "c")
+    cache.set("big", {"text": "x" * 100_000})
+    cache.close()
+    files = [p for p in (tmp_path / "c").rglob("*.val")]
+    assert len(files) == 1
+    files[0].unlink()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.get("big") is None
+    assert caught == []
+    cache.close()
 
 
 def test_a_cache_write_is_queued_seen_by_the_next_read_and_kept_at_exit(tmp_path, monkeypatch):
@@ -226,6 +313,7 @@ def test_cache_warning_is_one_hopqa_line(tmp_path, monkeypatch, capsys):
         llm = CachedLLM(ScriptedLLM(replies=lambda r: "x"), cache)
         for i in range(3):
             llm.generate(f"p{i}")
+        cache.close()  # the queued writes done (a read no longer waits for them: it runs on its own thread)
     assert capsys.readouterr().err == (f"hopqa: warning: the response cache at {tmp_path / 'c'} cannot be written "
                                        "(disk full): answering without caching\n")
 

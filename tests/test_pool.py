@@ -98,3 +98,19 @@ def test_nothing_indexable_raises_like_bm25s():
         SmallBM25([Passage("s", "", "the of and")])
     pool = CandidatePool([Passage("s1", "", "the of"), Passage("s2", "", "and it")])
     assert [(p.id, p.score) for p in pool.search("anything", 5)] == [("s1", 0.0), ("s2", 0.0)]
+
+
+@pytest.mark.parametrize("dataset", ["hotpotqa", "musique", "2wikimultihopqa"])
+def test_tokens_are_the_words_bm25s_pattern_finds(dataset):
+    """``tokenize`` splits by a faster pattern that finds exactly ``TOKEN_PATTERN``'s words:
+    checked on every shipped paragraph and on edge cases (one-letter words, digits, underscores,
+    apostrophes, hyphens, accents, other scripts, marks)."""
+    import re
+
+    from hopqa.retrieval import bm25
+
+    reference = re.compile(bm25.TOKEN_PATTERN).findall
+    texts = ["a b cd e_f _ __ x1 1 22 don't co-op naïve café Ünïcödé 東京 大 ﬁne e\u0301t\u00e9 a\u200bb",
+             "", "   ", "é", "ab", "a.b.c", "end."]
+    texts += [f"{p.title} {p.text}".lower() for ex in load_shipped(dataset, "dev") for p in ex.paragraphs]
+    assert all(bm25._split(t) == reference(t) for t in texts)

@@ -16,18 +16,28 @@ and the cause: ``the response cache at PATH cannot be written (disk full): answe
 caching``. An entry that cannot be read (a damaged database or file) counts as a miss, with one
 warning the same way; the fresh answer then replaces it if the cache can be written.
 
-One connection, whatever the threads: ``diskcache`` opens a SQLite connection per calling thread
-and closes it only when the garbage collector finds it, so a service that answers each request
-on a new thread piled up open files (two per thread: the database and its write-ahead log) and
-memory until it hit the process's file limit. Every operation of a ``ResponseCache`` therefore
-runs on the cache's own worker thread (``_run``): one connection per cache and process, however
-many threads call it, closed by ``close()``. Callers of a read wait for their turn (an operation
-takes microseconds), and what it raises is raised in the caller, where it becomes a miss as above;
-a write is queued and the caller goes on (it waits for the database lock on the worker, like any
-SQLite write, and a failure stops the writes as above): the next operation runs after it, and
-``close()`` waits for it.
-A process forked from one that used the cache starts a worker of its own; a thread still
-working while the interpreter exits (when pools take no new work) uses the store directly.
+Two connections, whatever the threads: ``diskcache`` opens a SQLite connection per calling
+thread and closes it only when the garbage collector finds it, so a service that answers each
+request on a new thread piled up open files (two per thread: the database and its write-ahead
+log) and memory until it hit the process's file limit. A ``ResponseCache`` therefore keeps two
+connections per cache and process, however many threads call it, both closed by ``close()``:
+
+- **Writes** (and every other operation of the store: opening it, counting, clearing) run on the
+  cache's own worker thread (``_run``), over ``diskcache``'s connection. A write is queued and
+  the caller goes on (it waits for the database lock on the worker, like any SQLite write, and a
+  failure stops the writes as above); ``close()`` waits for what is queued.
+- **Reads** run on the calling thread, over one read connection that the threads share under a
+  lock: the statement ``diskcache``'s own ``get`` runs (its fast path: hopqa's caches keep no
+  statistics and evict least-recently-stored, so a read writes nothing), then its ``Disk.fetch``.
+  A read takes ~30 µs; handing it to the worker and back cost every LLM call 0.5–0.7 ms of two
+  thread wake-ups in an evaluation (issue 32). A read of a key whose write is still queued goes
+  to the worker instead, after that write, so a read always sees the writes before it. What a
+  read raises becomes a miss with one warning, as above; a value whose file went between the
+  statement and the fetch (evicted meanwhile) is a miss without one, as in ``diskcache``.
+
+A process forked from one that used the cache starts a worker and opens a read connection of
+its own; a thread still working while the interpreter exits (when pools take no new work) uses
+the store directly.
 """
 
 from __future__ import annotations
@@ -65,6 +75,9 @@ T = TypeVar("T")
 STORE_ERRORS = (sqlite3.Error, OSError, diskcache.Timeout)
 #: What reading an entry may raise besides: a damaged pickle, an entry of another shape.
 ENTRY_ERRORS = (pickle.UnpicklingError, EOFError, TypeError, KeyError, ValueError, AttributeError)
+#: ``diskcache.Cache.get``'s statement (diskcache 5), less the columns hopqa does not read.
+_SELECT = ("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = ?"
+           " AND (expire_time IS NULL OR expire_time > ?)")
 
 
 def store_problem(exc: BaseException) -> str:
@@ -85,7 +98,8 @@ def store_problem(exc: BaseException) -> str:
 class ResponseCache:
     """A directory of cached responses (thread- and process-safe) that never fails a call (see
     the module docstring): ``get`` answers None and ``set`` does nothing when the store fails.
-    Every operation runs on the cache's one worker thread, over its one SQLite connection."""
+    Writes run on the cache's one worker thread, reads on the caller's over one shared read
+    connection (module docstring)."""
 
     def __init__(self, directory: str | Path, size_limit_gb: float = 4.0) -> None:
         self.directory = Path(directory)
@@ -97,6 +111,12 @@ class ResponseCache:
         #: The worker thread (made on first use) and the process it belongs to (module docstring).
         self._worker: ThreadPoolExecutor | None = None
         self._worker_pid = 0
+        #: The read connection, the process it belongs to, and the lock its users take turns by.
+        self._reader: sqlite3.Connection | None = None
+        self._reader_pid = 0
+        self._read_lock = threading.Lock()
+        #: Keys with a write still queued (how many), read on the worker after it (module docstring).
+        self._queued: dict[str, int] = {}
         _OPEN.add(self)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -126,14 +146,35 @@ class ResponseCache:
             return fn(*args, **kwargs)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The entry under ``key``, or None (also when it cannot be read: one warning)."""
+        """The entry under ``key``, or None (also when it cannot be read: one warning). Read on
+        the calling thread, or on the worker after a write of ``key`` still queued."""
         db = self._db
         if db is None:
             return None
         try:
-            return self._run(lambda: db.get(key))
+            if key in self._queued:
+                return self._run(lambda: db.get(key))
+            return self._lookup(db, key)
         except (*STORE_ERRORS, *ENTRY_ERRORS) as exc:
             self._warn("read", exc, "answering without it")
+            return None
+
+    def _lookup(self, db: diskcache.Cache, key: str) -> Any:
+        """``db.get(key)`` on this thread, over the shared read connection: ``diskcache``'s
+        statement (its fast path) and its ``Disk.fetch``; None for a missing or expired key."""
+        db_key, raw = db.disk.put(key)
+        with self._read_lock:
+            if self._reader is None or self._reader_pid != os.getpid():  # first read, after close, or forked
+                self._reader = sqlite3.connect(os.path.join(db.directory, diskcache.core.DBNAME), timeout=60,
+                                               isolation_level=None, check_same_thread=False)
+                self._reader_pid = os.getpid()
+            rows = self._reader.execute(_SELECT, (db_key, raw, time.time())).fetchall()
+        if not rows:
+            return None
+        ((mode, filename, value),) = rows
+        try:
+            return db.disk.fetch(mode, filename, value, False)
+        except FileNotFoundError:  # its file went after the statement (evicted meanwhile): a miss, as in diskcache
             return None
 
     def set(self, key: str, value: dict[str, Any]) -> None:
@@ -145,14 +186,21 @@ class ResponseCache:
             return
 
         def write() -> None:
-            if not self.writable:
-                return
             try:
-                db.set(key, value)
+                if self.writable:
+                    db.set(key, value)
             except STORE_ERRORS as exc:
                 self.writable = False
                 self._warn("written", exc, "answering without caching")
+            finally:
+                with self._lock:
+                    if self._queued.get(key, 0) > 1:
+                        self._queued[key] -= 1
+                    else:
+                        self._queued.pop(key, None)
 
+        with self._lock:
+            self._queued[key] = self._queued.get(key, 0) + 1
         self._submit(write)
 
     def load(self, key: str, make: Callable[[dict[str, Any]], T]) -> T | None:
@@ -185,8 +233,12 @@ class ResponseCache:
             self._run(db.clear)
 
     def close(self) -> None:
-        """Close the connection and end the worker thread (a later call opens them again)."""
+        """Close the connections and end the worker thread (a later call opens them again)."""
         db = self._db
+        with self._read_lock:
+            reader, self._reader = self._reader, None
+            if reader is not None and self._reader_pid == os.getpid():
+                reader.close()
         with self._lock:
             worker, self._worker = self._worker, None
             if worker is None or self._worker_pid != os.getpid():

@@ -92,7 +92,10 @@ NUMBA_MIN_DOCS = 200_000
 #: bm25s's own files in an index directory (besides ``store.PASSAGE_FILES`` and ``meta.json``).
 BM25S_PATTERNS = ("*.index.npy", "*.index.json")
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-_split = re.compile(TOKEN_PATTERN).findall
+#: The words ``TOKEN_PATTERN`` finds (bm25s's and scikit-learn's pattern), found by the pattern
+#: that finds the same ones a third faster: a run of two or more word characters is matched
+#: whole from its start, where ``\b`` holds on both sides; a single one never is.
+_split = re.compile(r"\w{2,}").findall
 #: bm25s's ``bm25s.stopwords.STOPWORDS_EN`` (0.3.x), copied so tokenizing does not import bm25s.
 STOPWORDS_EN = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
                 "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
