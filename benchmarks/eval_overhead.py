@@ -4,7 +4,7 @@ fixed delay (no model, no network).
 
     .venv/bin/python benchmarks/eval_overhead.py [--delay 0.2] [--limit 64] [--workers 1,8]
         [--methods retrieve-then-read,self-ask] [--dataset hotpotqa] [--peers dspy,sdk]
-        [--peer-python /path/to/venv-with-dspy/bin/python]
+        [--peer-python /path/to/venv-with-dspy/bin/python] [--peer-ranking overlap|bm25]
 
 For each method and worker count, ``hopqa eval`` runs as a subprocess on the first ``--limit``
 shipped dev questions (distractor setting) twice with the same ``--home``: a first run, whose
@@ -28,6 +28,9 @@ and with the bare openai SDK in a thread pool (no cache), by ``benchmarks/overhe
 under ``--peer-python`` (a venv with ``pip install dspy==3.4.1``: DSPy is not a dependency of
 hopqa); a peer that is not installed there gets a row saying so. The server answers DSPy's
 prompts in DSPy's ``[[ ## answer ## ]]`` format, so it makes one call a question as the others.
+The peers rank each question's paragraphs by the words they share with it, or with
+``--peer-ranking bm25`` by bm25s with PyStemmer's stemmer (``pip install bm25s PyStemmer`` in
+the peer's venv), the same work as hopqa's BM25 over the question's pool.
 
 The server is ``tests/fault_server.py``'s ``FaultServer`` (imported by path) with no faults.
 Figures depend on the machine and on its load: run nothing else meanwhile and quote the load
@@ -104,7 +107,8 @@ def run_peer(server: Any, peer: str, workers: int, questions: Path, cache: Path,
              ) -> dict[str, Any]:
     """One run of ``overhead_peers.py`` (DSPy or the SDK) under ``--peer-python``."""
     cmd = [args.peer_python, str(ROOT / "benchmarks" / "overhead_peers.py"), peer, "--url", server.url + "/v1",
-           "--questions", str(questions), "--workers", str(workers), "--cache-dir", str(cache)]
+           "--questions", str(questions), "--workers", str(workers), "--cache-dir", str(cache),
+           "--ranking", args.peer_ranking]
     return timed(server, cmd, questions.parent, args.delay)
 
 
@@ -151,9 +155,9 @@ def write_questions(args: argparse.Namespace, path: Path) -> Path:
     return path
 
 
-def peer_available(python: str, peer: str) -> bool:
-    module = "dspy" if peer == "dspy" else "openai"
-    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, check=False).returncode == 0
+def peer_available(python: str, peer: str, ranking: str = "overlap") -> bool:
+    modules = ("dspy" if peer == "dspy" else "openai") + (", bm25s, Stemmer" if ranking == "bm25" else "")
+    return subprocess.run([python, "-c", f"import {modules}"], capture_output=True, check=False).returncode == 0
 
 
 def machine() -> str:
@@ -174,6 +178,9 @@ def main() -> None:
                          "comma-separated; empty for none")
     ap.add_argument("--peer-python", default=sys.executable,
                     help="the Python that has the peers installed (e.g. a venv with dspy==3.4.1)")
+    ap.add_argument("--peer-ranking", choices=("overlap", "bm25"), default="overlap",
+                    help="how the peers rank a question's paragraphs: by shared words, or with bm25s and "
+                         "PyStemmer as hopqa's BM25 does (installed beside the peer)")
     args = ap.parse_args()
     peers = [p for p in args.peers.split(",") if p]
     workers = [int(w) for w in args.workers.split(",") if w]
@@ -183,6 +190,8 @@ def main() -> None:
     print(f"# hopqa eval overhead: {args.dataset} dev, {args.limit} questions, distractor setting, "
           f"server delay {args.delay * 1000:.0f} ms")
     print(f"# machine: {machine()}")
+    if peers:
+        print(f"# the peers rank a question's paragraphs by {'bm25s' if args.peer_ranking == 'bm25' else 'shared words'}")
     where = subprocess.run([sys.executable, "-c", "import hopqa; print(hopqa.__file__)"], capture_output=True,
                            text=True, env=clean_env(), cwd=tempfile.gettempdir(), check=False).stdout.strip()
     print(f"# hopqa from: {Path(where).parent if where else '?'}\n")
@@ -201,9 +210,10 @@ def main() -> None:
                 print_rows("hopqa", method, rows)
             questions = write_questions(args, Path(tmp) / "questions.json") if peers else None
             for peer in peers:
-                if not peer_available(args.peer_python, peer):
+                if not peer_available(args.peer_python, peer, args.peer_ranking):
                     print(f"| {peer} | not installed in {args.peer_python} (pip install "
-                          f"{'dspy==3.4.1' if peer == 'dspy' else 'openai'}) |")
+                          f"{'dspy==3.4.1' if peer == 'dspy' else 'openai'}"
+                          f"{' bm25s PyStemmer' if args.peer_ranking == 'bm25' else ''}) |")
                     continue
                 rows = []
                 for w in workers:

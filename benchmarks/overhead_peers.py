@@ -2,13 +2,18 @@
 ``benchmarks/eval_overhead.py`` to time beside ``hopqa eval`` against the same fake server.
 
     PYTHON benchmarks/overhead_peers.py {dspy,sdk} --url URL --questions FILE --workers N [--cache-dir DIR]
+        [--ranking overlap|bm25]
 
 Run by the Python that has the peer installed (``--peer-python`` of ``eval_overhead.py``; e.g. a
 venv with ``pip install dspy==3.4.1``): it imports neither hopqa nor anything of this
 repository. ``FILE`` holds the questions as JSON (``[{"id", "question", "answers",
 "paragraphs": [[title, text], ...]}]``, written by ``eval_overhead.py`` from hopqa's shipped
-data). Each question: its paragraphs ranked by words shared with the question, the top 5 in
-one prompt, one LLM call, the answer scored by exact match; ``N`` threads. ``dspy``: a
+data). Each question: its paragraphs ranked, the top 5 in one prompt, one LLM call, the answer
+scored by exact match; ``N`` threads. ``--ranking overlap`` (the default) ranks by the words a
+paragraph shares with the question; ``bm25`` as a DSPy user ranks with bm25s (its retriever in
+DSPy's tutorials): an index of the question's paragraphs, English stopwords and PyStemmer's
+English stemmer, the top 5 (``pip install bm25s PyStemmer`` beside the peer), the work hopqa's
+own pool ranking does. ``dspy``: a
 ``dspy.Module`` that ranks the paragraphs and calls ``dspy.Predict("context, question ->
 answer")`` (the ranking inside the program, as in hopqa and the SDK peer, so that each harness's
 per-call cost includes it), evaluated by ``dspy.Evaluate`` with
@@ -38,9 +43,35 @@ def normalize(text: str) -> str:
 
 
 def top_passages(question: str, paragraphs: list[list[str]], k: int = 5) -> str:
-    words = set(re.findall(r"\w+", question.lower()))
-    ranked = sorted(paragraphs, key=lambda p: -len(words & set(re.findall(r"\w+", (p[0] + " " + p[1]).lower()))))
-    return "\n\n".join(f"{title}: {text}" for title, text in ranked[:k])
+    """The top ``k`` paragraphs by ``RANKING``, as the prompt's context."""
+    if RANKING == "bm25":
+        ranked = top_bm25(question, paragraphs, k)
+    else:
+        words = set(re.findall(r"\w+", question.lower()))
+        ranked = sorted(paragraphs,
+                        key=lambda p: -len(words & set(re.findall(r"\w+", (p[0] + " " + p[1]).lower()))))[:k]
+    return "\n\n".join(f"{title}: {text}" for title, text in ranked)
+
+
+RANKING = "overlap"
+_STEMMERS: dict[int, Any] = {}
+
+
+def top_bm25(question: str, paragraphs: list[list[str]], k: int) -> list[list[str]]:
+    """bm25s over the question's own paragraphs (its defaults: lucene, k1 1.5, b 0.75)."""
+    import threading
+
+    import bm25s
+    import Stemmer
+
+    stemmer = _STEMMERS.setdefault(threading.get_ident(), Stemmer.Stemmer("english"))  # one per thread
+    corpus = [f"{title} {text}" for title, text in paragraphs]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False),
+                    show_progress=False)
+    query = bm25s.tokenize([question], stopwords="en", stemmer=stemmer, show_progress=False)
+    rows, _ = retriever.retrieve(query, k=min(k, len(corpus)), show_progress=False, n_threads=1)
+    return [paragraphs[int(i)] for i in rows[0]]
 
 
 def exact(prediction: str, answers: list[str]) -> float:
@@ -103,7 +134,13 @@ def main() -> None:
     ap.add_argument("--questions", required=True)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--cache-dir")
+    ap.add_argument("--ranking", choices=("overlap", "bm25"), default="overlap")
     args = ap.parse_args()
+    global RANKING
+    RANKING = args.ranking
+    if RANKING == "bm25":  # imported at start-up, as hopqa imports its own
+        import bm25s  # noqa: F401
+        import Stemmer  # noqa: F401
     with open(args.questions, encoding="utf-8") as f:
         questions = json.load(f)
     if args.peer == "sdk":
