@@ -23,7 +23,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 endif
 LLAMA_CPP_PYTHON := llama-cpp-python[server]==0.3.36
 
-.PHONY: demo setup setup-qwen test test-quick browser clean
+.PHONY: demo setup setup-qwen test test-quick screenshots browser clean
 
 demo: setup-qwen
 	$(BIN)/hopqa ask "$(QUESTION)"
@@ -63,6 +63,11 @@ test: $(STAMP) browser
 
 test-quick: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The README's picture of the page (docs/server-page.png), taken by the browser test with the
+# real SmolLM2; the tests themselves take theirs into a temporary folder.
+screenshots: $(STAMP) browser
+	HOPQA_SCREENSHOTS=docs $(BIN)/python -m pytest tests/test_server_page.py -k screenshot $(PYTEST_ARGS)
 
 # The web page's tests (tests/test_server_page.py) drive a real headless Chromium through
 # chromedriver: Debian's packages, installed once where missing (sudo unless root). Without apt,

@@ -4,7 +4,9 @@ Headless Chromium (Debian's ``chromium``) driven by Selenium through Debian's ``
 (``make test`` installs both where missing; Selenium Manager is never asked to download
 anything). The service runs for real: uvicorn in a thread serving ``create_app`` with a scripted
 LLM and a scripted retriever (fast tests), or with the embedded SmolLM2 and the demo index (the
-slow test, which saves the README's screenshot ``docs/server-page.png``).
+slow test, which takes a screenshot of the page: into a temporary folder, or, under ``make
+screenshots`` (``HOPQA_SCREENSHOTS=docs``), as the README's ``docs/server-page.png``; ``make test``
+never rewrites a tracked file).
 
 Without a browser, a driver or Selenium the tests are skipped, saying what is missing.
 """
@@ -30,7 +32,7 @@ from tests.scripted_retriever import ScriptedRetriever
 from tests.server_world import self_ask_llm
 
 REPO = Path(__file__).resolve().parent.parent
-SCREENSHOT = REPO / "docs" / "server-page.png"
+SCREENSHOT_NAME = "server-page.png"
 
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=1">'
 PASSAGES = {
@@ -508,8 +510,10 @@ def test_each_methods_own_view_of_its_trace(browser, views_dir):
 
 # -- the real model: the README's screenshot ---------------------------------------------------------------------
 @pytest.mark.slow
-def test_a_real_answer_in_the_page_and_its_screenshot(browser, smollm2, demo_index, hopqa_home):
+def test_a_real_answer_in_the_page_and_its_screenshot(browser, smollm2, demo_index, hopqa_home, tmp_path):
     d = browser
+    folder = Path(os.environ.get("HOPQA_SCREENSHOTS") or tmp_path)
+    screenshot = (folder if folder.is_absolute() else REPO / folder) / SCREENSHOT_NAME
 
     def retriever_for(kind):
         if kind in (None, "bm25"):
@@ -530,7 +534,7 @@ def test_a_real_answer_in_the_page_and_its_screenshot(browser, smollm2, demo_ind
         assert css(d, "#ask-result .tv-steps .llm-link")
         assert int(one(d, "#ask-result .cost-llm .value").text.split()[0]) >= 1
         d.execute_script("window.scrollTo(0, 0)")
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        assert d.save_screenshot(str(SCREENSHOT))
-        assert SCREENSHOT.stat().st_size > 10_000
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        assert d.save_screenshot(str(screenshot))
+        assert screenshot.stat().st_size > 10_000
         assert page_errors(d) == []
