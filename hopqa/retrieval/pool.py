@@ -65,11 +65,11 @@ class SmallBM25:
         tfs: list[int] = []
         lengths: list[int] = []
         for row, p in enumerate(passages):
-            ids = [vocab.setdefault(t, len(vocab)) for t in tokenize(f"{p.title} {p.text}")]
-            counts = Counter(ids)
-            lengths.append(len(ids))
+            tokens = tokenize(f"{p.title} {p.text}")
+            counts = Counter(tokens)  # in the order of first occurrence: ids as bm25s gives them
+            lengths.append(len(tokens))
             rows.extend([row] * len(counts))
-            cols.extend(counts)
+            cols.extend([vocab.setdefault(t, len(vocab)) for t in counts])
             tfs.extend(counts.values())
         if not vocab:
             raise ValueError("no passage has an indexable word (all empty or stopwords)")
