@@ -2,8 +2,9 @@
 #   make demo   set everything up (venv, dependencies, embedded models, demo corpus index)
 #               and answer a multi-hop question with the embedded Qwen2.5-1.5B
 #   make test   set up what the tests need and run the test suite (what CI runs)
-# Other targets: make setup (no Qwen), make test-quick (skip model-heavy tests), make browser (Chromium
-# for the web page's tests, part of make test), make clean.
+# Other targets: make setup (no Qwen), make test-quick (skip model-heavy tests), make docs (the
+# documentation site), make screenshots (the page's picture in docs/), make browser (Chromium for
+# the web page's tests, part of make test), make clean.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -23,7 +24,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 endif
 LLAMA_CPP_PYTHON := llama-cpp-python[server]==0.3.36
 
-.PHONY: demo setup setup-qwen test test-quick screenshots browser clean
+.PHONY: demo setup setup-qwen test test-quick docs screenshots browser clean
 
 demo: setup-qwen
 	$(BIN)/hopqa ask "$(QUESTION)"
@@ -64,7 +65,12 @@ test: $(STAMP) browser
 test-quick: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# The README's picture of the page (docs/server-page.png), taken by the browser test with the
+# The documentation site (mkdocs, material theme) into site/, offline; the test suite builds it
+# with --strict (tests/test_docs.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+# The docs' picture of the page (docs/server-page.png), taken by the browser test with the
 # real SmolLM2; the tests themselves take theirs into a temporary folder.
 screenshots: $(STAMP) browser
 	HOPQA_SCREENSHOTS=docs $(BIN)/python -m pytest tests/test_server_page.py -k screenshot $(PYTEST_ARGS)

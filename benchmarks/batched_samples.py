@@ -9,7 +9,7 @@ samples: short multi-hop prompts in the shape of HGOT's Predict and LeapQuery's 
 a question, a reasoning cue), each at every ``n``. Prints per ``n``: seconds per request each
 way and the speed-up, prompt tokens evaluated each way, and how many samples are identical
 between the two and how many share their first token (llama.cpp's kernels for a batch of two or
-more tokens are not those for one, so identical samples are not guaranteed: README, "Batched
+more tokens are not those for one, so identical samples are not guaranteed: docs/llm-backends.md, "Batched
 samples"). Run it alone: one model process at a time on a 2-core machine.
 """
 

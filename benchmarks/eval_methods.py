@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hopqa.methods import METHODS
 
-#: HGOT settings that keep the benchmark's wall time bounded on a 2-core CPU (see the README).
+#: HGOT settings that keep the benchmark's wall time bounded on a 2-core CPU (see docs/benchmarks).
 CHEAP_HGOT = ["hgot:samples=2", "hgot:max_steps=2", "hgot:entailment_delta=false"]
 
 

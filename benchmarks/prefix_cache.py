@@ -15,7 +15,7 @@ Prints one row per method and setting: questions, LLM calls, prompt tokens sent,
 evaluated (from each call's ``prompt_tokens_evaluated`` in the traces) and their share,
 completion tokens, seconds per question, the speed-up, on how many questions the predictions and
 on how many every LLM output of the traces are identical between the two settings (samples drawn
-together may differ from the same seeds drawn alone: README, "Batched samples"), and the
+together may differ from the same seeds drawn alone: docs/llm-backends.md, "Batched samples"), and the
 peak memory (RSS) of the run with the cache on, from ``/usr/bin/time`` when it is there.
 """
 

@@ -545,7 +545,7 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     for r in rows:
         size = str(r.size) if r.exists else "missing"
         print(f"  {r.name:<{width}}  {r.split:<18} {size:>6}  {r.source if r.exists else '-'}")
-    print("\nEvaluate your own questions with: hopqa eval --dataset FILE.jsonl|.json|.csv (see the README)")
+    print("\nEvaluate your own questions with: hopqa eval --dataset FILE.jsonl|.json|.csv (see docs/datasets.md)")
     return 0
 
 

@@ -25,7 +25,7 @@ VERSION = "0.1.0"
 #: The user-facing default model (the only packaged model that follows the prompts).
 DEFAULT_LLM = "embedded:qwen2.5-1.5b"
 #: The method of ``hopqa ask`` and ``hopqa.pipeline()``: IRCoT measured best of the decomposition
-#: methods with the embedded Qwen on the shipped dev sets (README, "Which method the demo shows").
+#: methods with the embedded Qwen on the shipped dev sets (docs/benchmarks/demo-method.md).
 DEFAULT_METHOD = "ircot"
 #: The small, fast model the tests use.
 TEST_LLM = "embedded:smollm2-135m"

@@ -1,4 +1,4 @@
-"""The layers of hopqa (``.importlinter``; README "Layout") hold: a cycle or an upward import fails."""
+"""The layers of hopqa (``.importlinter``; docs/architecture.md "Layout") hold: a cycle or an upward import fails."""
 
 from __future__ import annotations
 
@@ -33,16 +33,16 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     assert r.returncode != 0 and "BROKEN" in r.stdout and "hopqa.llm" in r.stdout, r.stdout + r.stderr
 
 
-def _readme_layout() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def _docs_layout() -> str:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     start = text.index("## Layout\n")
     return text[start: text.find("\n## ", start + 1)]
 
 
-def test_the_readme_layout_names_every_module_and_every_layer():
+def test_the_docs_layout_names_every_module_and_every_layer():
     """The Layout section matches the tree: each module (by file name) and each package appears,
     and the layer diagram lists the layers of .importlinter in the same order."""
-    layout = _readme_layout()
+    layout = _docs_layout()
     package = ROOT / "hopqa"
     missing = [str(p.relative_to(ROOT)) for p in sorted(package.rglob("*.py"))
                if p.name != "__init__.py" and p.name not in layout]

@@ -5,7 +5,7 @@ Headless Chromium (Debian's ``chromium``) driven by Selenium through Debian's ``
 anything). The service runs for real: uvicorn in a thread serving ``create_app`` with a scripted
 LLM and a scripted retriever (fast tests), or with the embedded SmolLM2 and the demo index (the
 slow test, which takes a screenshot of the page: into a temporary folder, or, under ``make
-screenshots`` (``HOPQA_SCREENSHOTS=docs``), as the README's ``docs/server-page.png``; ``make test``
+screenshots`` (``HOPQA_SCREENSHOTS=docs``), as the docs' ``docs/server-page.png``; ``make test``
 never rewrites a tracked file).
 
 Without a browser, a driver or Selenium the tests are skipped, saying what is missing.
@@ -508,7 +508,7 @@ def test_each_methods_own_view_of_its_trace(browser, views_dir):
         assert page_errors(d) == []
 
 
-# -- the real model: the README's screenshot ---------------------------------------------------------------------
+# -- the real model: the docs' screenshot ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_real_answer_in_the_page_and_its_screenshot(browser, smollm2, demo_index, hopqa_home, tmp_path):
     d = browser

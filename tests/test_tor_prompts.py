@@ -3,7 +3,7 @@
 The paper's text is transcribed in ``tests/fixtures/tor_tables.json`` (Appendix A, as printed;
 its ``source`` and ``note`` say where from). Each test compares hopqa's template
 (``hopqa.methods.tor.prompts``) with its table and states every departure hopqa makes on purpose;
-the README's Tree of Reviews section lists the same ones:
+the docs' Tree of Reviews page (docs/methods/tree-of-reviews.md) lists the same ones:
 
 - ``APOSTROPHE``: the paper prints a typographic apostrophe (don’t, can’t); hopqa writes the
   ASCII one. Instructions are compared with whitespace runs collapsed (the transcription's line

@@ -424,7 +424,7 @@ def markdown_table(rows: list[Row]) -> str:
                  str(r.failed)]
         lines.append("| " + " | ".join(cells + [_cell(r, c) for c in cols]) + " |")
     if any(r.intervals for r in rows):
-        lines += ["", ("± half the width of the 95 % bootstrap interval over the questions (README: Reading the "
+        lines += ["", ("± half the width of the 95 % bootstrap interval over the questions (docs/evaluation.md: Reading the "
                        "intervals).")]
     if any("rouge_l" in r.metrics for r in rows) and not any("bertscore" in r.metrics for r in rows):
         lines += ["", BERTSCORE_NOTE]

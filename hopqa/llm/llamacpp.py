@@ -181,7 +181,7 @@ class EmbeddedConfig:
     #: Samples of one request decoded together, at most this many (``hopqa.llm.lockstep``: the
     #: prompt evaluated once, one batch per next token); 0 or 1 (the default): every sample drawn
     #: alone, each equal to the same seed's single call. Off by default: on the 2-core machines
-    #: measured, a batch of 2 or 4 tokens took as long as 2 or 4 single ones (README).
+    #: measured, a batch of 2 or 4 tokens took as long as 2 or 4 single ones (docs/llm-backends.md).
     batch_samples: int = field(default=0, metadata={"range": (0, 64)})
 
 

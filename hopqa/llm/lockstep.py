@@ -21,7 +21,7 @@ The numbers of a batch of ``k`` tokens are not bit-identical to ``k`` single-tok
 drawn here may differ from the same seed drawn alone; it depends only on the request (its
 prompt, ``n``, seeds and options), so the same request still gives the same samples whatever ran
 before it. ``EmbeddedConfig.batch_samples`` turns this on (``0``, the default, draws every
-sample alone; README, "Batched samples": how often the two differ, and the speed, measured).
+sample alone; docs/llm-backends.md, "Batched samples": how often the two differ, and the speed, measured).
 """
 
 from __future__ import annotations

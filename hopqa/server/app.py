@@ -1,7 +1,7 @@
 """The HTTP service: ``create_app(ServiceSettings) -> FastAPI`` (``hopqa serve`` runs it with uvicorn).
 
 Endpoints (OpenAPI docs at ``/docs``, Swagger UI served from this service, unless
-``ServiceSettings.docs`` is off; the schema at ``/openapi.json``; README "HTTP service" has
+``ServiceSettings.docs`` is off; the schema at ``/openapi.json``; docs/service.md has
 examples):
 
 - ``POST /v1/answer`` ``{question, method, options, k, retriever, stream}``: the answer as
