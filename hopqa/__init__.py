@@ -38,16 +38,9 @@ def pipeline(
     ``corpus``, else over the demo corpus; ``rerank`` (a cross-encoder, ``auto``, ``hybrid``,
     ``bi-encoder`` or ``llm``) puts a reranker behind it. ``options`` set fields of the method's
     config, over the options of ``preset`` (e.g. ``small-model``: the method's departures from
-    its paper for a small model; ``hopqa methods`` lists each method's presets)."""
-    from hopqa.build import build_method, corpus_retriever, load_model, needs_of, spec_with, takes
-    from hopqa.config import default_llm
-    from hopqa.llm import LLMBase
+    its paper for a small model; ``hopqa methods`` lists each method's presets). The one way
+    every entry point assembles a method: ``hopqa.build.assemble`` of a ``hopqa.build.Recipe``."""
+    from hopqa.build import Recipe, assemble
 
-    if isinstance(llm, LLMBase):
-        model = llm
-    else:  # loaded with what the method needs (Self-DC's confidence=prob: an embedded model's logprobs)
-        needs = needs_of({method: {"preset": preset, **options}})
-        model = load_model(spec_with(default_llm(llm), needs), home=home, cache=cache)
-    if retriever is None and takes(method, "retriever"):
-        retriever = corpus_retriever(index=index, corpus=corpus, home=home, kind=search, rerank=rerank, llm=model)
-    return build_method(method, model, retriever, home=home, preset=preset, **options)
+    return assemble(Recipe(method, llm=llm, index=index, corpus=corpus, retriever=retriever, search=search,
+                           rerank=rerank, preset=preset, options=options, home=home, cache=cache))

@@ -1,12 +1,19 @@
 """Building things, one way: LLM specs -> models, corpus / index -> retriever, name -> method.
 
-Every entry point builds through here: the ``hopqa`` commands (ask, eval, demos), the Python
-API (``hopqa.pipeline``) and, later, the HTTP service. ::
+Every entry point assembles a method the same way: ``assemble(Recipe(...))``. ``hopqa.pipeline``
+is a ``Recipe`` of its keywords; ``hopqa ask`` makes one of its options, ``hopqa eval`` one per
+method (the model and the retriever loaded once and handed to each), the HTTP service one per
+request (its model and retrievers loaded at start). So an option added to ``Recipe`` reaches
+the command line, the service and the Python API alike. ::
 
-    from hopqa.build import build_method, load_model, corpus_retriever
-    llm = load_model("embedded:smollm2-135m")
-    method = build_method("ircot", llm, corpus_retriever())   # over the demo corpus
+    from hopqa.build import Recipe, assemble
+    method = assemble(Recipe("ircot", llm="embedded:smollm2-135m", options={"k": 3}))  # the demo corpus
     print(method.answer("Who ...?").answer)
+
+``assemble`` makes, in this order (the cheap checks and the retriever before the model, which
+takes longest to load): the method's class and options (checked), the retriever a retrieving
+method searches, the model (with what the method needs of it: ``spec_with``), an LLM reranker,
+GenSco's scorer model, then the method. The pieces, for a caller that shares them:
 
 - ``load_model(spec)``: a backend from a spec string (``hopqa.llm.load_llm``), with the API key
   of OpenAI-compatible servers from ``hopqa.config`` (the one module that reads the environment).
@@ -28,7 +35,8 @@ the CLI reports them as usage errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +229,112 @@ def build_method(name: str, llm: LLMBase, retriever: Retriever | None = None, *,
         parts["demo_set"] = bootstrap_hgot(llm, config, corpus=training_corpus, judge=judge, embedder=embedder,
                                            home=home, data_dir=data_dir, progress=progress).demo_set
     return instantiate(name, llm, config, **parts)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that makes a ready method (``assemble``): what ``hopqa ask``'s options, a
+    service request and ``hopqa.pipeline``'s keywords say.
+
+    - ``method``: a registered name (``hopqa methods``); ``preset`` one of its presets and
+      ``options`` fields of its config, over the preset's.
+    - ``llm``: a spec string (default: ``$HOPQA_LLM``, else the embedded Qwen) or a loaded model;
+      ``scorer_llm`` likewise, for GenSco's scorer (default: ``llm``); ``cache``: responses
+      cached on disk (a spec's model only).
+    - The retriever of a retrieving method: ``retriever`` (a ready one), else an index directory
+      of any kind (``index``), else an index of the ``search`` kind (``bm25`` by default,
+      ``dense``, ``hybrid``) over ``corpus``, else over the demo corpus; ``rerank`` (a
+      cross-encoder, ``auto``, ``hybrid``, ``bi-encoder`` or ``llm``) puts a reranker behind
+      it, reranking ``rerank_depth`` passages. ``own_paragraphs=True`` builds none: the method
+      searches each question's own paragraphs, which the evaluation's distractor setting binds.
+    - ``dataset``: the evaluated dataset (GenSco's demonstrations from its training data);
+      ``home``, ``data_dir``: where hopqa's files and the datasets are; ``progress``: progress
+      bars (HGOT's bootstrap)."""
+
+    method: str | None = None
+    llm: str | LLMBase | None = None
+    scorer_llm: str | LLMBase | None = None
+    preset: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    retriever: Retriever | None = None
+    index: str | Path | None = None
+    corpus: str | Path | None = None
+    search: str | None = None
+    rerank: str | None = None
+    rerank_depth: int = 20
+    own_paragraphs: bool = False
+    dataset: str | None = None
+    home: str | Path | None = None
+    data_dir: str | Path | None = None
+    cache: bool = True
+    progress: bool = True
+
+    @property
+    def name(self) -> str:
+        """The method's name (the default method when none is given)."""
+        from hopqa.config import DEFAULT_METHOD
+
+        return self.method or DEFAULT_METHOD
+
+    def method_options(self) -> dict[str, Any]:
+        """The method's options with the preset among them, as ``needs_of`` reads them."""
+        return {**({"preset": self.preset} if self.preset else {}), **self.options}
+
+    def llm_spec(self) -> str | None:
+        """The spec the model is loaded from, with what the method needs of it (``spec_with``);
+        None when ``llm`` is a loaded model."""
+        from hopqa.config import default_llm
+
+        if isinstance(self.llm, LLMBase):
+            return None
+        return spec_with(default_llm(self.llm), needs_of({self.name: self.method_options()}))
+
+    def corpus_retriever(self, llm: LLMBase | None = None) -> Retriever:
+        """The retriever ``index``, ``corpus`` and ``search`` name, behind the ``rerank``
+        reranker (the LLM judge only with ``llm``)."""
+        return corpus_retriever(index=self.index, corpus=self.corpus, home=self.home, kind=self.search,
+                                rerank=self.rerank if self.rerank != "llm" or llm is not None else None,
+                                rerank_depth=self.rerank_depth, llm=llm, progress=self.progress)
+
+
+def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Method:
+    """The method ``recipe`` describes, ready to answer (see the module docstring). ``note``
+    hears what is worth telling a user (a scorer model no chosen method takes is ignored).
+    Raises ``MethodError`` (an unknown method, a bad option), ``BuildError`` (a missing corpus,
+    a damaged index, ...) or ``LLMSpecError`` (a malformed spec) — ``ValueError``s, before the
+    model is loaded wherever the check does not need it."""
+    name = recipe.name
+    cls = get_method_class(name)
+    method_config(name, **resolve_options(name, recipe.method_options(), recipe.dataset))  # checked first
+    retriever = recipe.retriever
+    built_here = retriever is None and "retriever" in cls.components and not recipe.own_paragraphs
+    if built_here:
+        retriever = recipe.corpus_retriever()  # (an LLM reranker goes behind it once the model is loaded)
+    model = recipe.llm if isinstance(recipe.llm, LLMBase) else _load(recipe.llm_spec() or "", "llm", recipe)
+    if built_here and recipe.rerank == "llm" and retriever is not None:
+        retriever = with_reranker(retriever, "llm", llm=model, depth=recipe.rerank_depth)
+    scorer = None
+    if recipe.scorer_llm is not None:
+        if "scorer" not in cls.components:
+            if note is not None:
+                note(f"the method {name!r} takes no scorer; the scorer model is ignored")
+        elif isinstance(recipe.scorer_llm, LLMBase):
+            scorer = recipe.scorer_llm
+        else:
+            scorer = _load(recipe.scorer_llm, "scorer_llm", recipe)
+    return build_method(name, model, retriever, scorer=scorer, dataset=recipe.dataset,
+                        corpus=(lambda: recipe.corpus_retriever()) if recipe.retriever is None else None,
+                        home=recipe.home, data_dir=recipe.data_dir, progress=recipe.progress,
+                        **recipe.method_options())
+
+
+def _load(spec: str, role: str, recipe: Recipe) -> LLMBase:
+    """``load_model(spec)``; its ``LLMSpecError`` says which of the recipe's models failed
+    (``role``: ``llm`` or ``scorer_llm``, as the exception's ``role`` attribute)."""
+    from hopqa.llm import LLMSpecError
+
+    try:
+        return load_model(spec, home=recipe.home, cache=recipe.cache)
+    except LLMSpecError as exc:
+        exc.role = role  # type: ignore[attr-defined]
+        raise

@@ -243,14 +243,19 @@ def _scorer(args: argparse.Namespace, methods: list[str], scorer_spec: tuple[str
     return _load_llm(*scorer_spec, args)
 
 
-def _build(name: str, llm: Any, retriever: Any, args: argparse.Namespace, **components: Any) -> Any:
-    """``hopqa.build.build_method`` with bad input reported as a usage error."""
-    from hopqa.build import BuildError, build_method
+def _assemble(recipe: Any, sources: dict[str, str]) -> Any:
+    """``hopqa.build.assemble(recipe)`` with bad input reported as a usage error (a spec that
+    fails to load named by where it came from: ``sources`` by the recipe's model role)."""
+    from hopqa.build import BuildError, assemble
+    from hopqa.llm import LLMSpecError
     from hopqa.methods.base import MethodError
 
     try:
-        return build_method(name, llm, retriever, home=args.home, data_dir=args.data_dir,
-                            corpus=lambda: _retriever(args), **components)
+        return assemble(recipe, note=lambda text: print(f"hopqa: note: {text}", file=sys.stderr))
+    except LLMSpecError as exc:
+        role = getattr(exc, "role", "llm")
+        spec = recipe.llm_spec() if role == "llm" else recipe.scorer_llm
+        raise UsageError(f"{sources.get(role, '--llm')} {redact_credentials(str(spec))}: {exc}") from exc
     except (MethodError, BuildError) as exc:
         raise UsageError(str(exc)) from exc
 
@@ -341,16 +346,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
         retrieves = takes(args.method, "retriever")
     except MethodError as exc:
         raise UsageError(str(exc)) from exc
+    from hopqa.build import Recipe
+
     options = _method_options(args.method, args)
     spec, source = _main_spec(args)
     spec = _spec_for(spec, {args.method: options})
     scorer_spec = _spec(args, "--scorer-llm")
-    retriever = _retriever(args) if retrieves else None
-    llm = _load_llm(spec, source, args)
-    retriever = _llm_reranked(retriever, args, llm)
-    scorer = _scorer(args, [args.method], scorer_spec)
-    method = _build(args.method, llm, retriever, args, scorer=scorer, **options)
+    if scorer_spec is not None and not takes(args.method, "scorer"):
+        print("hopqa: note: no chosen method takes a scorer; --scorer-llm is ignored", file=sys.stderr)
+        scorer_spec = None
+    recipe = Recipe(args.method, llm=spec, scorer_llm=scorer_spec[0] if scorer_spec else None, options=options,
+                    index=args.index, corpus=args.corpus, search=args.retriever, rerank=args.rerank,
+                    rerank_depth=args.rerank_depth, own_paragraphs=not retrieves, home=args.home,
+                    data_dir=args.data_dir, cache=not args.no_cache)
+    method = _assemble(recipe, {"llm": source, "scorer_llm": "--scorer-llm"})
     answer = method.answer(question)
+    llm = method.llm
     llm.close()
     if args.json:
         from hopqa.console import json_safe
@@ -371,7 +382,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from hopqa.build import resolve_options, takes
+    from hopqa.build import Recipe, resolve_options, takes
     from hopqa.config import default_home
     from hopqa.datasets import count_examples, iter_dataset
     from hopqa.evaluation.metrics import load_metrics
@@ -451,10 +462,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scorer = _scorer(args, names, scorer_spec)
     load_metrics(lean=True)  # rouge-score without nltk's unused scipy / scikit-learn: 1.3 s less a run
     run_dirs = []
-    for name in names:
-        method = _build(name, llm, retriever if name in retrieving else None, args,
-                        scorer=scorer if takes(name, "scorer") else None, progress=not args.no_progress,
-                        dataset=dataset, **options[name])
+    for name in names:  # the model, the retriever and the scorer loaded once above, handed to each method
+        own = retriever is None or name not in retrieving
+        recipe = Recipe(name, llm=llm, scorer_llm=scorer if takes(name, "scorer") else None, options=options[name],
+                        retriever=None if own else retriever, own_paragraphs=own, index=args.index,
+                        corpus=args.corpus, search=args.retriever, rerank=args.rerank, rerank_depth=args.rerank_depth,
+                        dataset=dataset, home=args.home, data_dir=args.data_dir, progress=not args.no_progress)
+        method = _assemble(recipe, {"llm": source, "scorer_llm": "--scorer-llm"})
         try:
             summary = evaluate(method, questions(), base / name, setting=args.setting, workers=args.workers,
                                judge=judge, config=configs[name], retry_failed=args.retry_failed,

@@ -152,3 +152,67 @@ def test_gensco_answers_with_the_evaluated_datasets_own_shots():
     assert build_method("gensco-max", scorer, POOL, dataset="bamboogle").demos == tuple(few_shot_demos(2))
     assert resolve_options("gensco-max", {}, "musique") == {"shots": 3}
     assert resolve_options("ircot", {}, "musique") == {}
+
+
+def test_every_entry_point_assembles_through_one_recipe(tmp_path, monkeypatch, capsys):
+    """``hopqa.pipeline``, ``hopqa ask`` and the service's jobs all build through
+    ``hopqa.build.assemble``: a method option given to each arrives in its ``Recipe``."""
+    from hopqa import build
+    from hopqa.cli import main
+    from hopqa.server.jobs import Plan
+    from hopqa.server.jobs import build as service_build
+    from hopqa.server.settings import ServiceSettings
+
+    recipes = []
+    real = build.assemble
+
+    def recording(recipe, note=None):
+        recipes.append(recipe)
+        return real(recipe, note)
+
+    monkeypatch.setattr(build, "assemble", recording)
+    loaded = []
+    monkeypatch.setattr(build, "load_model", lambda spec, **kw: loaded.append(spec) or ScriptedLLM(
+        replies=lambda r: "So the answer is: Mountrail County."))
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "title": "Van Hook Township", "text": "Van Hook Township is in Mountrail County."}\n')
+
+    qa = hopqa.pipeline("ircot", llm="embedded:smollm2-135m", corpus=corpus, home=tmp_path / "h", max_steps=1, k=1)
+    assert qa.answer("Where is Van Hook Township?").error is None
+    assert main(["ask", "--method", "ircot", "--llm", "embedded:smollm2-135m", "--corpus", str(corpus),
+                 "--home", str(tmp_path / "h"), "--set", "max_steps=1", "--k", "1", "--quiet",
+                 "Where is Van Hook Township?"]) == 0
+    assert capsys.readouterr().out.strip() == "Mountrail County"
+    settings = ServiceSettings(llm=ScriptedLLM(replies=lambda r: "x"), retriever_for=lambda kind: POOL,
+                               home=tmp_path / "h")
+    method = service_build(settings, Plan(question="q", method="ircot", options={"max_steps": 1, "k": 1}))
+    assert method.config.max_steps == 1
+    assert [r.name for r in recipes] == ["ircot"] * 3
+    assert all(r.options["max_steps"] == 1 and r.options["k"] == 1 for r in recipes)
+    assert loaded == ["embedded:smollm2-135m"] * 2  # the service's model is loaded once, at its start
+
+
+def test_assemble_checks_the_method_and_its_options_before_loading_anything(tmp_path, monkeypatch):
+    from hopqa import build
+
+    monkeypatch.setattr(build, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(build, "corpus_retriever", lambda *a, **k: pytest.fail("a corpus was indexed"))
+    with pytest.raises(MethodError, match="k"):
+        build.assemble(build.Recipe("ircot", llm="embedded:smollm2-135m", options={"k": 0}, home=tmp_path))
+    with pytest.raises(MethodError):
+        build.assemble(build.Recipe("no-such-method", home=tmp_path))
+
+
+def test_assemble_puts_the_llm_judge_behind_the_corpus_retriever(tmp_path):
+    from hopqa.build import Recipe, assemble
+    from hopqa.retrieval.rerank import RerankingRetriever
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "title": "A", "text": "alpha beta"}\n{"id": "b", "title": "B", "text": "beta"}\n')
+    llm = ScriptedLLM(replies=lambda r: "Yes")
+    method = assemble(Recipe("retrieve-then-read", llm=llm, corpus=corpus, rerank="llm", rerank_depth=2,
+                             home=tmp_path))
+    reranked = method.retriever.inner  # (the method traces its retriever)
+    assert isinstance(reranked, RerankingRetriever) and reranked.depth == 2 and "llm" in reranked.name.lower()
+    own = assemble(Recipe("retrieve-then-read", llm=llm, own_paragraphs=True, home=tmp_path))
+    assert isinstance(own.retriever.inner, UnboundPool)

@@ -16,7 +16,7 @@ cap and the ``hopqa serve --cap`` that raises it.
 
 A ``Job`` runs a plan in its own thread, through its admission ``Ticket``: it waits for its
 turn, gets the retriever (``ServiceSettings.retriever_for``) and builds the method
-(``hopqa.build.build_method``), then answers, inside ``hopqa.trace.observe`` when the request
+(``hopqa.build.assemble``, as the command line and ``hopqa.pipeline`` do), then answers, inside ``hopqa.trace.observe`` when the request
 streams (the observer is a context variable: it is set in the thread that calls ``answer``).
 What happens is reported to the event loop as ``(kind, payload)`` events on an
 ``asyncio.Queue`` (``loop.call_soon_threadsafe``, the thread-safe way in): ``built`` (the method
@@ -205,10 +205,11 @@ def prepare(settings: ServiceSettings, question: Any, method: str | None = None,
 def build(settings: ServiceSettings, plan: Plan) -> Any:
     """The method of ``plan`` on the service's model and the retriever it asks for (a
     ``ValueError`` when that cannot be had: ``hopqa.build``'s errors are ``ValueError``s)."""
-    from hopqa.build import build_method, takes
+    from hopqa.build import Recipe, assemble, takes
 
     retriever = settings.retriever_for(plan.retriever) if takes(plan.method, "retriever") else None
-    return build_method(plan.method, settings.llm, retriever, home=settings.home, progress=False, **plan.options)
+    return assemble(Recipe(plan.method, llm=settings.llm, retriever=retriever, own_paragraphs=retriever is None,
+                           options=plan.options, home=settings.home, progress=False))
 
 
 def json_text(value: Any) -> str:
