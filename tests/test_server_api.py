@@ -501,3 +501,26 @@ def test_serve_refuses_another_host_without_a_key(monkeypatch, capsys):
     assert "no runs directory" in capsys.readouterr().err
     assert all(_loopback(h) for h in ("127.0.0.1", "127.0.1.1", "::1", "[::1]", "localhost"))
     assert not any(_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "host.example"))
+
+
+def test_the_page_is_es_modules_that_import_only_each_other():
+    """``index.html`` loads ``app.js`` as a module; every module imports only sibling modules that
+    exist and are served as JavaScript (no build step, nothing from elsewhere)."""
+    import re
+    from pathlib import Path
+
+    import hopqa.server
+
+    static = Path(hopqa.server.__file__).parent / "static"
+    assert '<script type="module" src="static/app.js"></script>' in (static / "index.html").read_text()
+    modules = sorted(p.name for p in static.glob("*.js"))
+    assert {"app.js", "ask.js", "runs.js", "trace.js", "common.js"} <= set(modules)
+    c = TestClient(create_app(ServiceSettings(llm=ScriptedLLM(), retriever_for=lambda k: None)),
+                   base_url="http://127.0.0.1")
+    for name in modules:
+        text = (static / name).read_text(encoding="utf-8")
+        for target in re.findall(r'^import .* from "([^"]+)";$', text, flags=re.M):
+            assert re.fullmatch(r"\./[a-z-]+\.js", target) and (static / target[2:]).is_file(), (name, target)
+        assert ".innerHTML" not in text and "import(" not in text  # text only; no module fetched later
+        r = c.get(f"/static/{name}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
