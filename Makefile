@@ -70,10 +70,11 @@ test-quick: $(STAMP) browser
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
-# The docs' picture of the page (docs/server-page.png), taken by the browser test with the
-# real SmolLM2; the tests themselves take theirs into a temporary folder.
+# The docs' pictures of the page (docs/*.png), taken by the browser test from stored traces of
+# the embedded Qwen (tests/fixtures/qwen_runs.json.gz); the test suite takes them into a
+# temporary folder, so make test never rewrites them.
 screenshots: $(STAMP) browser
-	HOPQA_SCREENSHOTS=docs $(BIN)/python -m pytest tests/test_server_page.py -k screenshot $(PYTEST_ARGS)
+	HOPQA_SCREENSHOTS=docs $(BIN)/python -m pytest tests/test_server_page.py -k real_qwen $(PYTEST_ARGS)
 
 # The web page's tests (tests/test_server_page.py) drive a real headless Chromium through
 # chromedriver: Debian's packages, installed once where missing (sudo unless root). Without apt,

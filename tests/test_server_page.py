@@ -4,9 +4,9 @@ Headless Chromium (Debian's ``chromium``) driven by Selenium through Debian's ``
 (``make test`` installs both where missing; Selenium Manager is never asked to download
 anything). The service runs for real: uvicorn in a thread serving ``create_app`` with a scripted
 LLM and a scripted retriever (fast tests), or with the embedded SmolLM2 and the demo index (the
-slow test, which takes a screenshot of the page: into a temporary folder, or, under ``make
-screenshots`` (``HOPQA_SCREENSHOTS=docs``), as the docs' ``docs/server-page.png``; ``make test``
-never rewrites a tracked file).
+slow test). Stored traces of the embedded Qwen are shown the way a user sees them, and
+pictured: into a temporary folder, or, under ``make screenshots`` (``HOPQA_SCREENSHOTS=docs``),
+as the docs' pictures (``make test`` never rewrites a tracked file).
 
 Without a browser, a driver or Selenium the tests are skipped, saying what is missing.
 """
@@ -32,7 +32,6 @@ from tests.scripted_retriever import ScriptedRetriever
 from tests.server_world import self_ask_llm
 
 REPO = Path(__file__).resolve().parent.parent
-SCREENSHOT_NAME = "server-page.png"
 
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=1">'
 PASSAGES = {
@@ -508,12 +507,90 @@ def test_each_methods_own_view_of_its_trace(browser, views_dir):
         assert page_errors(d) == []
 
 
-# -- the real model: the docs' screenshot ---------------------------------------------------------------------
+# -- real traces of the embedded Qwen: the docs' pictures -------------------------------------------------------
+QWEN_RUNS = Path(__file__).resolve().parent / "fixtures" / "qwen_runs.json.gz"
+
+
+@pytest.fixture(scope="module")
+def qwen_runs_dir(tmp_path_factory) -> tuple[Path, dict]:
+    """A runs directory of stored ``hopqa eval`` records of the embedded Qwen (``QWEN_RUNS``:
+    Retrieve-then-Read and IRCoT on five MuSiQue questions, HGOT and Tree of Reviews on one),
+    served as the service serves any run: no model is loaded."""
+    import gzip
+    import json
+
+    from hopqa.evaluation.runner import summarize
+
+    data = json.loads(gzip.decompress(QWEN_RUNS.read_bytes()))
+    root = tmp_path_factory.mktemp("qwen-runs")
+    for method, run in data["methods"].items():
+        out = root / data["run"] / method
+        out.mkdir(parents=True)
+        (out / "config.json").write_text(json.dumps(run["config"]), encoding="utf-8")
+        (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run["records"]), encoding="utf-8")
+        summary = summarize(run["records"], out)
+        (out / "summary.json").write_text(json.dumps(summary.to_dict()), encoding="utf-8")
+    return root, data
+
+
+def screenshot_path(tmp_path: Path, name: str) -> Path:
+    """Where a picture goes: ``HOPQA_SCREENSHOTS`` (``make screenshots``: ``docs``), else ``tmp_path``."""
+    folder = Path(os.environ.get("HOPQA_SCREENSHOTS") or tmp_path)
+    path = (folder if folder.is_absolute() else REPO / folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def take(driver, path: Path) -> None:
+    driver.execute_script("window.scrollTo(0, 0)")
+    assert driver.save_screenshot(str(path)) and path.stat().st_size > 10_000
+
+
+def test_real_qwen_traces_in_the_page_and_their_pictures(browser, qwen_runs_dir, tmp_path):
+    """Stored traces of the embedded Qwen, shown as a user sees them: two methods side by side in
+    the Runs view, HGOT's plan graph, a Tree of Reviews tree; each shows the stored answer. The
+    pictures go to a temporary folder (``make screenshots``: into docs/)."""
+    d = browser
+    root, data = qwen_runs_dir
+    stored = {m: {r["id"]: r for r in run["records"]} for m, run in data["methods"].items()}
+    q = "2hop__335418_279684"  # the demo's question: What team was Anna Benson's husband on?
+    with serve(settings(runs_dir=root)) as url:
+        d.set_window_size(1280, 1000)
+        d.get(url + "#runs")
+        wait(d, lambda d: len(css(d, "#runs-table tbody tr")) == 4, 20, "the runs were not listed")
+        click(d, one(d, '#runs-table tbody tr[data-method="retrieve-then-read"] .run-open'))
+        wait(d, lambda d: len(record_ids(d)) == 5, 20, "the run's questions were not listed")
+        select(d, "#method-b", "ircot")
+        wait(d, lambda d: len(css(d, "#records thead th")) == 10, 20, "no column of method B")
+        click(d, one(d, f'#records tr[data-id="{q}"] .record-open'))
+        wait(d, lambda d: all(css(side, "details.step") for side in css(d, "#compare .side")), 20,
+             "the two traces were not loaded")
+        sides = css(d, "#compare .side")
+        assert one(sides[0], ".answer-text").text == stored["retrieve-then-read"][q]["prediction"]
+        assert one(sides[1], ".answer-text").text == stored["ircot"][q]["prediction"] == "Pittsburgh Pirates"
+        take(d, screenshot_path(tmp_path, "runs-compare.png"))
+
+        d.set_window_size(1280, 1400)
+        select(d, "#method-b", "")  # one method at a time: its own view of the trace
+        view = open_trace(d, "hgot", q)
+        assert one(d, "#compare .side .answer-text").text == stored["hgot"][q]["prediction"]
+        assert css(view, "svg.dag .dag-node")
+        d.execute_script("arguments[0].scrollIntoView()", one(view, ".hgot-traverse"))
+        assert d.save_screenshot(str(screenshot_path(tmp_path, "hgot-plan.png")))
+
+        view = open_trace(d, "tor", q)
+        assert one(d, "#compare .side .answer-text").text == stored["tor"][q]["prediction"]
+        assert css(view, "li.tor-node")
+        d.execute_script("arguments[0].scrollIntoView()", view)
+        assert d.save_screenshot(str(screenshot_path(tmp_path, "tor-tree.png")))
+        assert page_errors(d) == []
+
+
+# -- the real model: a live answer -----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_real_answer_in_the_page_and_its_screenshot(browser, smollm2, demo_index, hopqa_home, tmp_path):
     d = browser
-    folder = Path(os.environ.get("HOPQA_SCREENSHOTS") or tmp_path)
-    screenshot = (folder if folder.is_absolute() else REPO / folder) / SCREENSHOT_NAME
+    screenshot = tmp_path / "server-page.png"
 
     def retriever_for(kind):
         if kind in (None, "bm25"):
@@ -534,7 +611,6 @@ def test_a_real_answer_in_the_page_and_its_screenshot(browser, smollm2, demo_ind
         assert css(d, "#ask-result .tv-steps .llm-link")
         assert int(one(d, "#ask-result .cost-llm .value").text.split()[0]) >= 1
         d.execute_script("window.scrollTo(0, 0)")
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
         assert d.save_screenshot(str(screenshot))
         assert screenshot.stat().st_size > 10_000
         assert page_errors(d) == []
