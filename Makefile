@@ -70,11 +70,13 @@ test-quick: $(STAMP) browser
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
-# The docs' pictures of the page (docs/*.png), taken by the browser test from stored traces of
-# the embedded Qwen (tests/fixtures/qwen_runs.json.gz); the test suite takes them into a
-# temporary folder, so make test never rewrites them.
+# The docs' pictures (docs/*.png): the page, taken by the browser test from stored traces of
+# the embedded Qwen (tests/fixtures/qwen_runs.json.gz), and the report's plot of stored runs
+# (benchmarks/doc_tables.py); the test suite takes the page's into a temporary folder, so
+# make test never rewrites them.
 screenshots: $(STAMP) browser
 	HOPQA_SCREENSHOTS=docs $(BIN)/python -m pytest tests/test_server_page.py -k real_qwen $(PYTEST_ARGS)
+	$(BIN)/python benchmarks/doc_tables.py --pictures
 
 # The web page's tests (tests/test_server_page.py) drive a real headless Chromium through
 # chromedriver: Debian's packages, installed once where missing (sudo unless root). Without apt,

@@ -1,0 +1,140 @@
+"""The docs' measured tables, rendered from results instead of typed by hand.
+
+    .venv/bin/python benchmarks/doc_tables.py [--write] [--pictures]
+
+A table in a docs page sits between two markers::
+
+    <!-- table: NAME (source: WHERE) -->
+    | ... |
+    <!-- /table -->
+
+and ``TABLES[NAME]`` renders it from stored results: the records of the runs it reports
+(shipped under ``tests/fixtures/``, with their date, model and command in their ``about``), put
+through ``hopqa report`` as a user would. ``--write`` rewrites every table in the docs;
+without it the script prints the tables that differ and exits 1 if one does. ``--pictures``
+also draws the report's plot of the differences with their intervals into
+``docs/benchmarks/intervals-differences.png`` (``make screenshots`` does).
+``tests/test_doc_tables.py`` runs the check in the test suite, so a table that no longer
+matches its results (a changed statistic, a re-run, a hand edit) fails a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+DOCS = ROOT / "docs"
+MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+
+def write_runs(source: Path, root: Path) -> list[Path]:
+    """The runs stored in ``source`` (``{"runs": {path: {"config", "records", "questions"}}}``)
+    written as ``hopqa eval`` writes them under ``root``; their directories."""
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    dirs = []
+    for rel, run in data["runs"].items():
+        out = root / rel
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(run["config"]), encoding="utf-8")
+        if run.get("questions") is not None:
+            (out / "questions.json").write_text(json.dumps(run["questions"]), encoding="utf-8")
+        (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run["records"]), encoding="utf-8")
+        dirs.append(out)
+    return dirs
+
+
+def report_of(source: Path, baseline: str, metrics: list[str], plots_to: Path | None = None) -> dict[str, Any]:
+    """``hopqa report RUNS --baseline BASELINE --metrics ...`` of the stored runs: its JSON
+    (with the plots written to ``plots_to``, when given)."""
+    from hopqa.evaluation.report import build_report
+
+    with tempfile.TemporaryDirectory(prefix="hopqa-doc-tables-") as tmp:
+        dirs = write_runs(source, Path(tmp) / "runs")
+        out = plots_to or Path(tmp) / "report"
+        build_report(dirs, out, baseline=baseline, metrics=metrics, plots=plots_to is not None)
+        return json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
+def signed(x: float) -> str:
+    """``+0.141`` / ``−0.083`` (a typographic minus, as the docs write it)."""
+    return f"{x:+.3f}".replace("-", "−")
+
+
+def excludes(c: dict[str, Any]) -> str:
+    if c["significant"]:
+        return "**yes**"
+    return "yes, but p ≥ 0.05" if c["excludes_zero"] else "no"
+
+
+#: Issue 32's comparisons on 30 MuSiQue questions: the runs' labels in the report -> the docs'.
+INTERVAL_LABELS = {"ircot (off)": "ircot (free text)", "ircot (auto)": "ircot (JSON)",
+                   "self-ask (auto)": "self-ask (JSON)", "self-ask (off)": "self-ask (free text)",
+                   "self-dc": "self-dc (`prob`, JSON)", "gensco-stop": "gensco-stop (JSON)"}
+METRIC_NAMES = {"f1": "F1", "support_recall": "sup. recall", "em": "EM"}
+
+
+def intervals_comparisons() -> str:
+    """docs/benchmarks/intervals.md: every method against Retrieve-then-Read, paired."""
+    report = report_of(FIXTURES / "qwen_musique30.json.gz", "retrieve-then-read", list(METRIC_NAMES))
+    by = {(c["method"], c["metric"]): c for c in report["comparisons"] if c["stratum"] == "all"}
+    lines = ["| against Retrieve-then-Read | difference [95 % interval] | excludes 0 | p | win / tie / loss "
+             "| n for ±0.05 |", "|---|---|---|---|---|---|"]
+    for label, shown in INTERVAL_LABELS.items():
+        for metric, name in METRIC_NAMES.items():
+            c = by[(label, metric)]
+            n = f" ({c['n']} questions)" if c["n"] != 30 else ""
+            needed = c["n_for_pm0.05"] if c["n_for_pm0.05"] is not None else "–"
+            lines.append(f"| {shown}, {name}{n} | {signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}] "
+                         f"| {excludes(c)} | {c['p_value']:.3f} | {c['wins']} / {c['ties']} / {c['losses']} "
+                         f"| {needed} |")
+    return "\n".join(lines) + "\n"
+
+
+#: Table name -> its renderer (the Markdown between the markers).
+TABLES: dict[str, Callable[[], str]] = {"intervals-comparisons": intervals_comparisons}
+
+
+def render(text: str) -> str:
+    """``text`` with every marked table rendered anew (``KeyError`` for a table no renderer knows)."""
+    return MARKED.sub(lambda m: m.group(1) + TABLES[m.group("name")]() + m.group(4), text)
+
+
+def pages() -> list[Path]:
+    return sorted(p for p in DOCS.rglob("*.md") if MARKED.search(p.read_text(encoding="utf-8")))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true", help="rewrite the tables in the docs")
+    ap.add_argument("--pictures", action="store_true", help="draw the report's plots the docs show")
+    args = ap.parse_args()
+    if args.pictures:
+        with tempfile.TemporaryDirectory(prefix="hopqa-doc-plots-") as tmp:
+            report_of(FIXTURES / "qwen_musique30.json.gz", "retrieve-then-read", ["f1"], plots_to=Path(tmp))
+            target = DOCS / "benchmarks" / "intervals-differences.png"
+            target.write_bytes((Path(tmp) / "differences.png").read_bytes())
+            print(f"drew {target.relative_to(ROOT)}")
+    stale = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        new = render(text)
+        if new != text:
+            stale.append(page)
+            if args.write:
+                page.write_text(new, encoding="utf-8")
+    for page in stale:
+        print(f"{'rewrote' if args.write else 'differs from its results'}: {page.relative_to(ROOT)}")
+    return 1 if stale and not args.write else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
