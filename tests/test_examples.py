@@ -135,12 +135,19 @@ def test_python_examples_run(page, hopqa_home, demo_index, smollm2, capsys):
     from hopqa.server import ServiceSettings
     from tests.test_server_page import serve
 
+    from hopqa.methods import METHODS
+
     codes = [(line, code) for p, line, code in blocks("python") if p == page]
     namespace: dict[str, object] = {"__name__": "__example__"}
-    with serve(ServiceSettings(llm=smollm2, retriever_for=lambda kind: demo_index, home=hopqa_home)) as url:
-        for line, code in codes:
-            code = code.replace("embedded:qwen2.5-1.5b", "embedded:smollm2-135m").replace(SERVICE, url.rstrip("/"))
-            exec(compile(code, f"{page.relative_to(ROOT)}:{line}", "exec"), namespace)  # noqa: S102 - the docs' own code
-            printed = capsys.readouterr().out
-            if "print(" in code:
-                assert printed.strip(), f"{page.relative_to(ROOT)}:{line} printed nothing"
+    registered = set(METHODS)
+    try:
+        with serve(ServiceSettings(llm=smollm2, retriever_for=lambda kind: demo_index, home=hopqa_home)) as url:
+            for line, code in codes:
+                code = code.replace("embedded:qwen2.5-1.5b", "embedded:smollm2-135m").replace(SERVICE, url.rstrip("/"))
+                exec(compile(code, f"{page.relative_to(ROOT)}:{line}", "exec"), namespace)  # noqa: S102 - the docs' code
+                printed = capsys.readouterr().out
+                if "print(" in code:
+                    assert printed.strip(), f"{page.relative_to(ROOT)}:{line} printed nothing"
+    finally:
+        for name in set(METHODS) - registered:  # a method an example adds (docs/architecture.md) is not kept
+            del METHODS[name]
