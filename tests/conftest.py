@@ -13,6 +13,39 @@ from pathlib import Path
 import pytest
 
 
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _git_status() -> str | None:
+    """``git status --porcelain`` of the checkout (None outside a git checkout or without git)."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "status", "--porcelain"], cwd=_ROOT, capture_output=True, text=True, timeout=60,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    session.config._hopqa_git_status = _git_status()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite leaves the checkout as it found it: a tracked file changed or a file left
+    behind (outside what .gitignore ignores) fails the run, naming them."""
+    before = getattr(session.config, "_hopqa_git_status", None)
+    after = _git_status()
+    if before is None or after is None or before == after or hasattr(session.config, "workerinput"):
+        return
+    changed = sorted(set(after.splitlines()) - set(before.splitlines()))
+    if changed:
+        session.config.get_terminal_writer().line(
+            "the test suite changed the checkout (git status): " + "; ".join(changed), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_addoption(parser):
     parser.addoption("--run-qwen", action="store_true", help="run tests that load the Qwen2.5-1.5B model")
 
