@@ -10,7 +10,9 @@ A table in a docs page sits between two markers::
 
 and ``TABLES[NAME]`` renders it from stored results: the records of the runs it reports
 (shipped under ``tests/fixtures/``, with their date, model and command in their ``about``), put
-through ``hopqa report`` as a user would. ``--write`` rewrites every table in the docs;
+through ``hopqa report`` as a user would, or the figures a benchmark wrote as JSON
+(``docs/results/``: ``benchmarks/presets.py --figures``, with the date, machine, model and
+command in its ``about``). ``--write`` rewrites every table in the docs;
 without it the script prints the tables that differ and exits 1 if one does. ``--pictures``
 also draws the report's plot of the differences with their intervals into
 ``docs/benchmarks/intervals-differences.png`` (``make screenshots`` does).
@@ -99,8 +101,73 @@ def intervals_comparisons() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: ``benchmarks/presets.py``'s figures (a copy of its ``figures.json``).
+PRESETS = DOCS / "results" / "presets.json"
+#: The docs' names of the presets benchmark's runs (by the report's label).
+PRESET_LABELS = {"ircot": "ircot (JSON)", "self-dc (defaults)": "self-dc, defaults (`verb`)",
+                 "self-dc (small-model)": "self-dc, `small-model`"}
+
+
+def _preset_label(label: str) -> str:
+    if label in PRESET_LABELS:
+        return PRESET_LABELS[label]
+    method, _, variant = label.partition(" (")
+    return {"defaults)": f"{method}, defaults", "small-model)": f"{method}, `small-model`"}.get(variant, label)
+
+
+def _against(c: dict[str, Any] | None) -> str:
+    if c is None:
+        return "–"
+    interval = f"{signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}]"
+    return (f"{'**' + interval + '**' if c['significant'] else interval}, p = {c['p_value']:.3f}, "
+            f"{c['wins']} / {c['ties']} / {c['losses']}")
+
+
+def presets_table(dataset: str, with_setting: bool) -> str:
+    """docs/benchmarks/presets.md: each complete run of ``dataset`` (F1, the median seconds a
+    question, F1 against Retrieve-then-Read), then the runs left out as partial."""
+    figures = json.loads(PRESETS.read_text(encoding="utf-8"))
+    head = ["method", "F1", "s/q (median)", "against Retrieve-then-Read, F1 [95 % interval], p, win / tie / loss"]
+    head = (["setting"] if with_setting else []) + head
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    partial = []
+    for table in (t for t in figures["tables"] if t["dataset"] == dataset):
+        against = {c["method"]: c for c in table["vs_retrieve_then_read"]}
+        for run in table["runs"]:
+            if run["partial"]:
+                partial.append(f"{_preset_label(run['label'])} ({table['setting']}, {run['n']} of {run['asked']})")
+                continue
+            seconds = f"{run['median_seconds']:.0f}" if run["median_seconds"] is not None else "–"
+            cells = [_preset_label(run["label"]), f"{run['f1']:.3f}", seconds, _against(against.get(run["label"]))]
+            lines.append("| " + " | ".join(([table["setting"]] if with_setting else []) + cells) + " |")
+    if partial:
+        lines += ["", "Left out, partial: " + "; ".join(partial) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def presets_against_defaults() -> str:
+    """docs/benchmarks/presets.md: each preset against its own defaults, F1 on the same questions."""
+    figures = json.loads(PRESETS.read_text(encoding="utf-8"))
+    lines = ["| method | dataset | setting | n | preset − defaults, F1 [95 % interval] | p | win / tie / loss |",
+             "|---|---|---|---|---|---|---|"]
+    for table in figures["tables"]:
+        for c in table["preset_vs_defaults"]:
+            interval = f"{signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}]"
+            if c["p_value"] < 0.05 and (c["low"] > 0 or c["high"] < 0):
+                interval = f"**{interval}**"
+            lines.append(f"| {c['method']} | {table['dataset']} | {table['setting']} | {c['n']} | {interval} "
+                         f"| {c['p_value']:.3f} | {c['wins']} / {c['ties']} / {c['losses']} |")
+    return "\n".join(lines) + "\n"
+
+
 #: Table name -> its renderer (the Markdown between the markers).
-TABLES: dict[str, Callable[[], str]] = {"intervals-comparisons": intervals_comparisons}
+TABLES: dict[str, Callable[[], str]] = {
+    "intervals-comparisons": intervals_comparisons,
+    "presets-musique": lambda: presets_table("musique", with_setting=True),
+    "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),
+    "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa", with_setting=False),
+    "presets-against-defaults": presets_against_defaults,
+}
 
 
 def render(text: str) -> str:

@@ -4,7 +4,7 @@ Retrieve-then-Read and IRCoT, on the same questions, with paired intervals.
     .venv/bin/python benchmarks/presets.py [--datasets musique,hotpotqa,2wikimultihopqa]
         [--settings distractor,open] [--limit 30] [--methods hgot,gensco-stop,self-dc,leapquery,tor]
         [--baselines retrieve-then-read,ircot] [--variants defaults,small-model]
-        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-presets] [--report-only]
+        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-presets] [--report-only] [--figures FILE]
 
 Every (setting, dataset, method, variant) is one ``hopqa eval`` run, resumable: re-running
 continues where it stopped and never redoes a finished question (run it in the background, one
@@ -21,6 +21,12 @@ retrieve-then-read``: every method and variant against Retrieve-then-Read on the
 answered (the paired difference, its 95 % interval, p, win / tie / loss), and each preset
 against its own defaults (the ``vs defaults`` lines: the paired F1 difference on the shared
 questions, computed here with ``hopqa.evaluation.stats``).
+
+The figures go to ``--figures`` (default ``OUT/figures.json``) with the date, machine, model and
+command: per dataset and setting each complete run's F1, its median seconds a question (a
+median, so that a run paused for a while still shows its pace) and its comparison with
+Retrieve-then-Read, and each preset against its defaults. ``docs/results/presets.json`` is a
+copy of it, from which ``benchmarks/doc_tables.py`` renders the docs' tables.
 """
 
 from __future__ import annotations
@@ -85,8 +91,36 @@ def f1_by_id(path: Path) -> dict[str, float]:
     return {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records.items()}
 
 
+def median_seconds(path: Path) -> float | None:
+    """The median of a run's seconds per question (None without records)."""
+    import statistics
+
+    records = read_results(path / "results.jsonl") if (path / "results.jsonl").is_file() else {}
+    seconds = [float((r.get("usage") or {}).get("seconds") or 0.0) for r in records.values()]
+    return statistics.median(seconds) if seconds else None
+
+
+def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
+    """One dataset and setting of ``figures.json``: its runs (complete ones) and their F1
+    comparisons with Retrieve-then-Read, from ``hopqa report``'s JSON."""
+    data = json.loads(report_json.read_text(encoding="utf-8"))
+    runs = [{"label": r["label"], "method": r["method"], "n": r["n"], "asked": r["asked"], "partial": r["partial"],
+             "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"]))}
+            for r in data["rows"] if r["stratum"] == "all"]
+    comparisons = [{k: c[k] for k in ("method", "n", "diff", "low", "high", "p_value", "wins", "ties", "losses",
+                                      "excludes_zero", "significant")}
+                   for c in data["comparisons"] if c["stratum"] == "all" and c["metric"] == "f1"]
+    return {"dataset": dataset, "setting": setting, "runs": runs, "vs_retrieve_then_read": comparisons,
+            "preset_vs_defaults": []}
+
+
 def report(args: argparse.Namespace, datasets: list[str], settings: list[str], methods: list[str]) -> None:
     out = Path(args.out)
+    figures = {"about": {"date": time.strftime("%Y-%m-%d"), "llm": args.llm, "limit": args.limit,
+                         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                         "command": "benchmarks/presets.py " + " ".join(sys.argv[1:]), "shared_options": SHARED,
+                         "response_cache": "off"},
+               "tables": []}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; LLM {args.llm}; "
           f"dev, first {args.limit} questions; LLM response cache off; shared options {SHARED}")
     for setting in settings:
@@ -98,6 +132,8 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
             cmd = [sys.executable, "-m", "hopqa.cli", "report", *map(str, dirs), "--baseline", "retrieve-then-read",
                    "--metrics", "em,f1,support_recall", "--no-plots", "--out", str(out / f"report-{dataset}-{setting}")]
             subprocess.run(cmd, check=False)
+            table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting)
+            figures["tables"].append(table)
             for method in methods:
                 base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
                 tuned = f1_by_id(run_dir(out, PRESET, dataset, setting, method))
@@ -107,6 +143,12 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
                 c = compare([tuned[i] for i in shared], [base[i] for i in shared])
                 print(f"{method} {PRESET} vs defaults, F1 on {len(shared)} shared questions: {c.diff:+.3f} "
                       f"[{c.low:+.3f}, {c.high:+.3f}], p = {c.p_value:.3g}, {c.wins} / {c.ties} / {c.losses}")
+                table["preset_vs_defaults"].append({"method": method, "n": len(shared), "diff": c.diff, "low": c.low,
+                                                    "high": c.high, "p_value": c.p_value, "wins": c.wins,
+                                                    "ties": c.ties, "losses": c.losses})
+    target = Path(args.figures) if args.figures else out / "figures.json"
+    target.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    print(f"figures: {target}", file=sys.stderr)
 
 
 def main() -> None:
@@ -121,6 +163,7 @@ def main() -> None:
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/bench-presets")
     ap.add_argument("--report-only", action="store_true", help="print the tables of what has run")
+    ap.add_argument("--figures", help="where the figures go as JSON (default OUT/figures.json)")
     args = ap.parse_args()
     datasets = [d for d in args.datasets.split(",") if d]
     settings = [s for s in args.settings.split(",") if s]
