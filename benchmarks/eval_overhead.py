@@ -4,7 +4,7 @@ fixed delay (no model, no network).
 
     .venv/bin/python benchmarks/eval_overhead.py [--delay 0.2] [--limit 64] [--workers 1,8]
         [--methods retrieve-then-read,self-ask] [--dataset hotpotqa] [--peers dspy,sdk]
-        [--peer-python /path/to/venv-with-dspy/bin/python] [--peer-ranking overlap|bm25]
+        [--peer-python /path/to/venv-with-dspy/bin/python] [--peer-ranking overlap|bm25] [--figures FILE]
 
 For each method and worker count, ``hopqa eval`` runs as a subprocess on the first ``--limit``
 shipped dev questions (distractor setting) twice with the same ``--home``: a first run, whose
@@ -31,6 +31,10 @@ prompts in DSPy's ``[[ ## answer ## ]]`` format, so it makes one call a question
 The peers rank each question's paragraphs by the words they share with it, or with
 ``--peer-ranking bm25`` by bm25s with PyStemmer's stemmer (``pip install bm25s PyStemmer`` in
 the peer's venv), the same work as hopqa's BM25 over the question's pool.
+
+``--figures FILE`` also writes every row as JSON, with the date, the machine and its load
+average, and the command (``docs/results/overhead-*.json`` are such files, which
+``benchmarks/doc_tables.py`` renders into docs/benchmarks/speed.md).
 
 The server is ``tests/fault_server.py``'s ``FaultServer`` (imported by path) with no faults.
 Figures depend on the machine and on its load: run nothing else meanwhile and quote the load
@@ -178,6 +182,7 @@ def main() -> None:
                          "comma-separated; empty for none")
     ap.add_argument("--peer-python", default=sys.executable,
                     help="the Python that has the peers installed (e.g. a venv with dspy==3.4.1)")
+    ap.add_argument("--figures", help="also write the rows as JSON to this file")
     ap.add_argument("--peer-ranking", choices=("overlap", "bm25"), default="overlap",
                     help="how the peers rank a question's paragraphs: by shared words, or with bm25s and "
                          "PyStemmer as hopqa's BM25 does (installed beside the peer)")
@@ -225,6 +230,15 @@ def main() -> None:
     finally:
         server.close()
     print(f"\n# load average after: {os.getloadavg()[0]:.2f}")
+    if args.figures:
+        about = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "load_after": os.getloadavg()[0],
+                 "command": "benchmarks/eval_overhead.py " + " ".join(sys.argv[1:]), "dataset": args.dataset,
+                 "questions": args.limit, "delay_ms": args.delay * 1000, "peer_ranking": args.peer_ranking}
+        Path(args.figures).write_text(json.dumps({"about": about, "rows": FIGURES}, indent=1) + "\n", encoding="utf-8")
+
+
+#: Every printed row as figures (``--figures``).
+FIGURES: list[dict[str, Any]] = []
 
 
 def print_rows(harness: str, method: str, rows: list[tuple[int, dict[str, Any], dict[str, Any] | None]]) -> None:
@@ -233,6 +247,11 @@ def print_rows(harness: str, method: str, rows: list[tuple[int, dict[str, Any], 
     for w, first, cached in rows:
         run = first["wall"] - (first["start"] or 0.0)
         base_wall, base_run = base_wall or first["wall"], base_run or run
+        FIGURES.append({"harness": harness, "method": method, "workers": w, "calls": first["calls"],
+                        "wall": first["wall"], "start": first["start"], "end": first["end"],
+                        "overhead_ms": first["overhead"] * 1000 if first["overhead"] is not None and w == 1 else None,
+                        "speedup": base_wall / first["wall"], "speedup_after_start": base_run / run,
+                        "cached_wall": cached["wall"] if cached is not None else None})
         start = f"{first['start']:.2f}" if first["start"] is not None else "-"
         overhead = f"{first['overhead'] * 1000:.1f}" if first["overhead"] is not None and w == 1 else "-"
         end = f"{first['end']:.2f}" if first["end"] is not None else "-"

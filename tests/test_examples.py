@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-FENCE = re.compile(r"^```(?P<lang>python|bash)\n(?P<code>.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```(?P<lang>python|bash)\n(?P<code>.*?)^```", re.DOTALL | re.MULTILINE)
 #: Commands an example may show that cannot run here, and why.
 UNCHECKED = {
     "make": "the two commands: CI runs them (make test) and the Qwen test runs the demo's question",
@@ -132,10 +132,9 @@ def _python_pages() -> list[Path]:
 @pytest.mark.parametrize("page", _python_pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_examples_run(page, hopqa_home, demo_index, smollm2, capsys):
     """A page's Python examples in order, on SmolLM2 and the demo corpus; each prints something."""
+    from hopqa.methods import METHODS
     from hopqa.server import ServiceSettings
     from tests.test_server_page import serve
-
-    from hopqa.methods import METHODS
 
     codes = [(line, code) for p, line, code in blocks("python") if p == page]
     namespace: dict[str, object] = {"__name__": "__example__"}
