@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,7 +139,9 @@ def test_python_examples_run(page, hopqa_home, demo_index, smollm2, capsys):
     from tests.test_server_page import serve
 
     codes = [(line, code) for p, line, code in blocks("python") if p == page]
-    namespace: dict[str, object] = {"__name__": "__example__"}
+    module = types.ModuleType("hopqa_docs_example")  # a module of its own, as a reader's script is
+    sys.modules[module.__name__] = module  # (dataclasses look their module up)
+    namespace = module.__dict__
     registered = set(METHODS)
     try:
         with serve(ServiceSettings(llm=smollm2, retriever_for=lambda kind: demo_index, home=hopqa_home)) as url:
@@ -148,5 +152,6 @@ def test_python_examples_run(page, hopqa_home, demo_index, smollm2, capsys):
                 if "print(" in code:
                     assert printed.strip(), f"{page.relative_to(ROOT)}:{line} printed nothing"
     finally:
+        sys.modules.pop(module.__name__, None)
         for name in set(METHODS) - registered:  # a method an example adds (docs/architecture.md) is not kept
             del METHODS[name]
