@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 DOCS = ROOT / "docs"
-MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+)[^>]*-->\n)(?P<body>.*?)(<!-- /table -->)", re.DOTALL)
 
 
 def write_runs(source: Path, root: Path) -> list[Path]:
@@ -88,8 +88,8 @@ def intervals_comparisons() -> str:
     """docs/benchmarks/intervals.md: every method against Retrieve-then-Read, paired."""
     report = report_of(FIXTURES / "qwen_musique30.json.gz", "retrieve-then-read", list(METRIC_NAMES))
     by = {(c["method"], c["metric"]): c for c in report["comparisons"] if c["stratum"] == "all"}
-    lines = ["| against Retrieve-then-Read | difference [95 % interval] | excludes 0 | p | win / tie / loss "
-             "| n for ±0.05 |", "|---|---|---|---|---|---|"]
+    lines = [("| against Retrieve-then-Read | difference [95 % interval] | excludes 0 | p | win / tie / loss "
+              "| n for ±0.05 |"), "|---|---|---|---|---|---|"]
     for label, shown in INTERVAL_LABELS.items():
         for metric, name in METRIC_NAMES.items():
             c = by[(label, metric)]
@@ -160,6 +160,28 @@ def presets_against_defaults() -> str:
     return "\n".join(lines) + "\n"
 
 
+def overhead_table() -> str:
+    """docs/benchmarks/speed.md: each ``benchmarks/eval_overhead.py --figures`` file of
+    ``docs/results/overhead-*.json``, a row per harness and method (1 and 8 workers)."""
+    lines = [("| harness | method | peers rank by | questions | per LLM call | 1 → 8 workers, after start-up "
+              "| start-up | end | cached re-run, 1 worker (% of first) |"), "|" + "---|" * 9]
+    for path in sorted((DOCS / "results").glob("overhead-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        about = data["about"]
+        ranking = "bm25s" if about["peer_ranking"] == "bm25" else "shared words"
+        rows = data["rows"]
+        for harness, method in dict.fromkeys((r["harness"], r["method"]) for r in rows):
+            one = next(r for r in rows if (r["harness"], r["method"], r["workers"]) == (harness, method, 1))
+            eight = next((r for r in rows if (r["harness"], r["method"], r["workers"]) == (harness, method, 8)), None)
+            cached = (f"{one['cached_wall']:.2f} s ({100 * one['cached_wall'] / one['wall']:.1f} %)"
+                      if one["cached_wall"] is not None else "– (no cache)")
+            speedup = f"{eight['speedup_after_start']:.2f}×" if eight else "–"
+            ranks = ranking if harness != "hopqa" else "(its BM25)"
+            lines.append(f"| {harness} | {method} | {ranks} | {about['questions']} | {one['overhead_ms']:.1f} ms "
+                         f"| {speedup} | {one['start']:.2f} s | {one['end']:.2f} s | {cached} |")
+    return "\n".join(lines) + "\n"
+
+
 #: Table name -> its renderer (the Markdown between the markers).
 TABLES: dict[str, Callable[[], str]] = {
     "intervals-comparisons": intervals_comparisons,
@@ -167,6 +189,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),
     "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa", with_setting=False),
     "presets-against-defaults": presets_against_defaults,
+    "overhead": overhead_table,
 }
 
 
