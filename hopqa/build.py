@@ -289,12 +289,12 @@ class Recipe:
             return None
         return spec_with(default_llm(self.llm), needs_of({self.name: self.method_options()}))
 
-    def corpus_retriever(self, llm: LLMBase | None = None) -> Retriever:
+    def corpus_retriever(self) -> Retriever:
         """The retriever ``index``, ``corpus`` and ``search`` name, behind the ``rerank``
-        reranker (the LLM judge only with ``llm``)."""
+        reranker unless that is the LLM judge, which needs the model (``assemble`` adds it)."""
         return corpus_retriever(index=self.index, corpus=self.corpus, home=self.home, kind=self.search,
-                                rerank=self.rerank if self.rerank != "llm" or llm is not None else None,
-                                rerank_depth=self.rerank_depth, llm=llm, progress=self.progress)
+                                rerank=None if self.rerank == "llm" else self.rerank,
+                                rerank_depth=self.rerank_depth, progress=self.progress)
 
 
 def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Method:
@@ -309,7 +309,7 @@ def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Metho
     retriever = recipe.retriever
     built_here = retriever is None and "retriever" in cls.components and not recipe.own_paragraphs
     if built_here:
-        retriever = recipe.corpus_retriever()  # (an LLM reranker goes behind it once the model is loaded)
+        retriever = recipe.corpus_retriever()
     model = recipe.llm if isinstance(recipe.llm, LLMBase) else _load(recipe.llm_spec() or "", "llm", recipe)
     if built_here and recipe.rerank == "llm" and retriever is not None:
         retriever = with_reranker(retriever, "llm", llm=model, depth=recipe.rerank_depth)
@@ -323,7 +323,7 @@ def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Metho
         else:
             scorer = _load(recipe.scorer_llm, "scorer_llm", recipe)
     return build_method(name, model, retriever, scorer=scorer, dataset=recipe.dataset,
-                        corpus=(lambda: recipe.corpus_retriever()) if recipe.retriever is None else None,
+                        corpus=recipe.corpus_retriever if recipe.retriever is None else None,
                         home=recipe.home, data_dir=recipe.data_dir, progress=recipe.progress,
                         **recipe.method_options())
 
