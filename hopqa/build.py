@@ -296,6 +296,13 @@ class Recipe:
                                 rerank=None if self.rerank == "llm" else self.rerank,
                                 rerank_depth=self.rerank_depth, progress=self.progress)
 
+    def llm_reranked(self, retriever: Retriever | None, model: LLMBase) -> Retriever | None:
+        """``retriever`` behind the LLM relevance judge on ``model`` when ``rerank`` is ``llm``
+        (the reranker ``corpus_retriever`` leaves out: it needs the loaded model)."""
+        if retriever is None or self.rerank != "llm":
+            return retriever
+        return with_reranker(retriever, "llm", llm=model, depth=self.rerank_depth)
+
 
 def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Method:
     """The method ``recipe`` describes, ready to answer (see the module docstring). ``note``
@@ -311,8 +318,8 @@ def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Metho
     if built_here:
         retriever = recipe.corpus_retriever()
     model = recipe.llm if isinstance(recipe.llm, LLMBase) else _load(recipe.llm_spec() or "", "llm", recipe)
-    if built_here and recipe.rerank == "llm" and retriever is not None:
-        retriever = with_reranker(retriever, "llm", llm=model, depth=recipe.rerank_depth)
+    if built_here:
+        retriever = recipe.llm_reranked(retriever, model)
     scorer = None
     if recipe.scorer_llm is not None:
         if "scorer" not in cls.components:

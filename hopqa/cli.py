@@ -203,29 +203,33 @@ def _load_llm(spec: str, source: str, args: argparse.Namespace, cache: bool | No
         raise UsageError(f"{source} {redact_credentials(spec)}: {exc}") from exc
 
 
-def _retriever(args: argparse.Namespace) -> Any:
-    """``--index``, else ``--corpus``, else the demo corpus (``hopqa.build.corpus_retriever``),
-    searched as ``--retriever`` says, behind the ``--rerank`` reranker unless it is the LLM
-    judge (``_llm_reranked`` adds that one once the model is loaded)."""
-    from hopqa.build import BuildError, corpus_retriever
+def _corpus_recipe(args: argparse.Namespace) -> Any:
+    """The retriever part of a ``hopqa.build.Recipe``: ``--index``, else ``--corpus``, else the
+    demo corpus, searched as ``--retriever`` says, behind the ``--rerank`` reranker."""
+    from hopqa.build import Recipe
 
-    rerank = getattr(args, "rerank", None)
+    return Recipe(index=args.index, corpus=args.corpus, search=getattr(args, "retriever", None),
+                  rerank=getattr(args, "rerank", None), rerank_depth=getattr(args, "rerank_depth", 20), home=args.home)
+
+
+def _retriever(args: argparse.Namespace) -> Any:
+    """The corpus retriever the options name (``Recipe.corpus_retriever``), behind the
+    ``--rerank`` reranker unless it is the LLM judge (``_llm_reranked`` adds that one once the
+    model is loaded)."""
+    from hopqa.build import BuildError
+
     try:
-        return corpus_retriever(index=args.index, corpus=args.corpus, home=args.home,
-                                kind=getattr(args, "retriever", None), rerank=None if rerank == "llm" else rerank,
-                                rerank_depth=getattr(args, "rerank_depth", 20))
+        return _corpus_recipe(args).corpus_retriever()
     except BuildError as exc:
         raise UsageError(str(exc)) from exc
 
 
 def _llm_reranked(retriever: Any, args: argparse.Namespace, llm: Any) -> Any:
     """``retriever`` behind the LLM relevance judge when ``--rerank llm`` asks for it."""
-    if retriever is None or getattr(args, "rerank", None) != "llm":
-        return retriever
-    from hopqa.build import BuildError, with_reranker
+    from hopqa.build import BuildError
 
     try:
-        return with_reranker(retriever, "llm", llm=llm, depth=args.rerank_depth)
+        return _corpus_recipe(args).llm_reranked(retriever, llm)
     except BuildError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -731,11 +735,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     llm = _load_llm(spec, source, args)
     import uvicorn
 
-    from hopqa.build import corpus_retriever
     from hopqa.server import RetrieverCache, ServiceSettings, create_app
 
-    def other_kind(kind: str) -> Any:
-        return corpus_retriever(index=args.index, corpus=args.corpus, home=args.home, kind=kind, progress=False)
+    def other_kind(kind: str) -> Any:  # a request's other search kind: no reranker, no progress bars
+        return dataclasses.replace(_corpus_recipe(args), search=kind, rerank=None, progress=False).corpus_retriever()
 
     settings = ServiceSettings(llm=llm, retriever_for=RetrieverCache(retriever, other_kind), runs_dir=runs,
                                api_key=key, max_queue=args.max_queue, timeout=args.timeout,

@@ -216,3 +216,28 @@ def test_assemble_puts_the_llm_judge_behind_the_corpus_retriever(tmp_path):
     assert isinstance(reranked, RerankingRetriever) and reranked.depth == 2 and "llm" in reranked.name.lower()
     own = assemble(Recipe("retrieve-then-read", llm=llm, own_paragraphs=True, home=tmp_path))
     assert isinstance(own.retriever.inner, UnboundPool)
+
+
+def test_the_cli_builds_its_corpus_retriever_and_llm_reranker_through_the_recipe(tmp_path):
+    """``hopqa eval --setting open`` and ``hopqa serve`` load their model after the corpus and
+    add the LLM judge then; both come from ``Recipe`` (``cli._corpus_recipe``), not a copy."""
+    import argparse
+
+    from hopqa import cli
+    from hopqa.build import Recipe
+    from hopqa.retrieval.rerank import RerankingRetriever
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "title": "A", "text": "alpha beta"}\n{"id": "b", "title": "B", "text": "beta"}\n')
+    args = argparse.Namespace(index=None, corpus=str(corpus), retriever="bm25", rerank="llm", rerank_depth=2,
+                              home=str(tmp_path / "h"))
+    recipe = cli._corpus_recipe(args)
+    assert recipe == Recipe(corpus=str(corpus), search="bm25", rerank="llm", rerank_depth=2, home=str(tmp_path / "h"))
+    plain = cli._retriever(args)
+    assert not isinstance(plain, RerankingRetriever)  # the judge needs the model, loaded later
+    judged = cli._llm_reranked(plain, args, ScriptedLLM(replies=lambda r: "Yes"))
+    assert isinstance(judged, RerankingRetriever) and judged.depth == 2
+    assert [p.id for p in judged.search("alpha", 1)] == ["a"]
+    assert cli._llm_reranked(None, args, ScriptedLLM(replies=lambda r: "Yes")) is None
+    args.rerank = None
+    assert cli._llm_reranked(plain, args, ScriptedLLM(replies=lambda r: "Yes")) is plain
