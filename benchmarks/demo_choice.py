@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/demo_choice.py [--limit 10] [--datasets musique,hotpotqa]
         [--setting open] [--llm embedded:qwen2.5-1.5b] [--only NAME,...] [--out runs/demo-choice]
+        [--table-only] [--figures FILE]
 
 Runs ``hopqa eval`` for every candidate below on the first ``--limit`` questions of each dataset
 (default: the open setting over the demo corpus, as ``hopqa ask`` answers), one model process
@@ -9,7 +10,9 @@ at a time, resumably (re-running continues where it stopped; a finished candidat
 again), with the LLM response cache off so every figure is a real call. Prints one Markdown
 row per candidate: EM / F1 per dataset and on both, LLM calls and seconds per question, and the
 machine. Qwen takes ~15 s per single-call question on 2 cores and minutes for the iterative
-methods: run it in the background (``nohup ... &``).
+methods: run it in the background (``nohup ... &``). ``--figures`` (default ``OUT/figures.json``)
+writes each candidate's summary per dataset (``hopqa eval``'s ``summary.json``) as JSON with the
+date, machine, model and command (``benchmarks/figures.py``), for ``benchmarks/doc_tables.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
 
 #: (label, method, LLM spec suffix, --set options), cheapest first. Self-DC's 'prob' confidence
 #: needs token log-probabilities (logits_all); HGOT runs with the benchmark's cheap settings.
@@ -69,7 +75,8 @@ def table(args: argparse.Namespace) -> None:
     head = " | ".join(f"{d} EM / F1" for d in datasets)
     print(f"| method | {head} | both EM / F1 | LLM calls/q | s/q | failed |")
     print("|---|" + "---|" * len(datasets) + "---|---|---|---|")
-    for label, method, _, _ in CANDIDATES:
+    rows = []
+    for label, method, _, sets in CANDIDATES:
         cells, em, f1, calls, secs, failed, n = [], 0.0, 0.0, 0.0, 0.0, 0, 0
         for dataset in datasets:
             path = Path(args.out) / _slug(label) / f"{dataset}-dev-{args.setting}" / method / "summary.json"
@@ -78,6 +85,8 @@ def table(args: argparse.Namespace) -> None:
                 continue
             s = json.loads(path.read_text())
             m, c, k = s["metrics"], s["cost"], s["n"]
+            rows.append({"label": label, "method": method, "options": sets, "dataset": dataset, "n": k,
+                         "failed": s["failed"], "metrics": m, "cost": c})
             cells.append(f"{m.get('em', 0):.2f} / {m.get('f1', 0):.2f}")
             em += m.get("em", 0) * k
             f1 += m.get("f1", 0) * k
@@ -89,6 +98,10 @@ def table(args: argparse.Namespace) -> None:
             continue
         print(f"| {label} | {' | '.join(cells)} | {em / n:.2f} / {f1 / n:.2f} | {calls / n:.1f} | {secs / n:.0f} | "
               f"{failed} |")
+    target = write_figures(args.figures or Path(args.out) / "figures.json",
+                           about(llm=args.llm, datasets=datasets, setting=args.setting, limit=args.limit,
+                                 response_cache="off"), rows=rows)
+    print(f"figures: {target}", file=sys.stderr)
 
 
 def main() -> None:
@@ -100,6 +113,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="candidate slugs to run (e.g. self-ask,ircot); the table shows all")
     ap.add_argument("--out", default="runs/demo-choice")
     ap.add_argument("--table-only", action="store_true", help="print the table of what has run, run nothing")
+    ap.add_argument("--figures", help="where the rows go as JSON (default OUT/figures.json)")
     args = ap.parse_args()
     if not args.table_only:
         run(args)

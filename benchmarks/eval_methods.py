@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/eval_methods.py [--dataset musique] [--limit 20]
         [--llm embedded:smollm2-135m] [--setting distractor] [--out runs/bench]
-        [--methods a,b,...] [--set METHOD:KEY=VALUE ...] [--cache]
+        [--methods a,b,...] [--set METHOD:KEY=VALUE ...] [--cache] [--figures FILE]
 
 Runs ``hopqa eval`` (resumable: re-running continues where it stopped) and prints a table of
 EM / F1 / token precision and recall / supporting-paragraph recall, precision and F1 /
@@ -12,7 +12,10 @@ own ``hopqa eval`` call). By default every registered method runs, HGOT with its
 ``CHEAP_HGOT`` options (its defaults cost minutes per question on the embedded model), and the
 LLM response cache is bypassed (``--no-cache``) so that one method's timings never profit from
 another's identical calls (GenSco-stop scores the same prompts as GenSco-max); ``--cache``
-allows it.
+allows it. ``--figures`` (default ``OUT/DATASET-SPLIT-SETTING/figures.json``) writes every
+row's summary (``hopqa eval``'s ``summary.json``: metrics and cost per question) as JSON with the
+date, machine, model and command (``benchmarks/figures.py``), for ``benchmarks/doc_tables.py``
+to render the docs' table from.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
 
 from hopqa.methods import METHODS
 
@@ -44,6 +50,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=None, metavar="METHOD:KEY=VALUE")
     ap.add_argument("--cache", action="store_true", help="use the LLM response cache (timings then depend on "
                     "what earlier runs cached)")
+    ap.add_argument("--figures", help="where the rows go as JSON (default OUT/DATASET-SPLIT-SETTING/figures.json)")
     args = ap.parse_args()
     sets = args.set if args.set is not None else CHEAP_HGOT
     per_method: dict[str, list[str]] = {}
@@ -69,6 +76,7 @@ def main() -> None:
     print("| method | EM | F1 | tok. P / R | sup. R / P / F1 | K-prec | LLM calls/q | prompt tok/q | compl. tok/q "
           "| retrievals/q | s/q | failed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for name in names:
         path = base / name / "summary.json"
         if not path.is_file():
@@ -76,6 +84,8 @@ def main() -> None:
             continue
         s = json.loads(path.read_text())
         m, c = s["metrics"], s["cost"]
+        rows.append({"method": name, "options": per_method.get(name, [])[1::2], "n": s.get("n"),
+                     "failed": s["failed"], "metrics": m, "cost": c})
         sup = (f"{m['support_recall']:.2f} / {m['support_precision']:.2f} / {m['support_f1']:.2f}"
                if "support_recall" in m else "–")
         kp = f"{m['k_precision']:.2f}" if "k_precision" in m else "–"
@@ -84,6 +94,10 @@ def main() -> None:
               f"{m.get('recall', 0):.2f} | {sup} | {kp} | {c['llm_calls_per_q']:.1f} | "
               f"{c['prompt_tokens_per_q']:.0f} | {c['completion_tokens_per_q']:.0f} | {c['retrieval_calls_per_q']:.1f} | "
               f"{c['seconds_per_q']:.1f} | {s['failed']} |")
+    target = write_figures(args.figures or base / "figures.json",
+                           about(llm=args.llm, dataset=args.dataset, split=args.split, setting=args.setting,
+                                 limit=args.limit, response_cache="on" if args.cache else "off"), rows=rows)
+    print(f"figures: {target}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -48,13 +48,15 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, machine, write_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,12 +166,6 @@ def peer_available(python: str, peer: str, ranking: str = "overlap") -> bool:
     return subprocess.run([python, "-c", f"import {modules}"], capture_output=True, check=False).returncode == 0
 
 
-def machine() -> str:
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--delay", type=float, default=0.2, help="seconds the server waits before each reply")
@@ -231,10 +227,8 @@ def main() -> None:
         server.close()
     print(f"\n# load average after: {os.getloadavg()[0]:.2f}")
     if args.figures:
-        about = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "load_after": os.getloadavg()[0],
-                 "command": "benchmarks/eval_overhead.py " + " ".join(sys.argv[1:]), "dataset": args.dataset,
-                 "questions": args.limit, "delay_ms": args.delay * 1000, "peer_ranking": args.peer_ranking}
-        Path(args.figures).write_text(json.dumps({"about": about, "rows": FIGURES}, indent=1) + "\n", encoding="utf-8")
+        write_figures(args.figures, about(load_after=os.getloadavg()[0], dataset=args.dataset, questions=args.limit,
+                                          delay_ms=args.delay * 1000, peer_ranking=args.peer_ranking), rows=FIGURES)
 
 
 #: Every printed row as figures (``--figures``).

@@ -25,8 +25,10 @@ questions, computed here with ``hopqa.evaluation.stats``).
 The figures go to ``--figures`` (default ``OUT/figures.json``) with the date, machine, model and
 command: per dataset and setting each complete run's F1, its median seconds a question (a
 median, so that a run paused for a while still shows its pace) and its comparison with
-Retrieve-then-Read, and each preset against its defaults. ``docs/results/presets.json`` is a
-copy of it, from which ``benchmarks/doc_tables.py`` renders the docs' tables.
+Retrieve-then-Read, and each preset against its defaults; each run's F1 by question id too
+(``f1_by_id``), so that a later run can be paired with it after its records are gone.
+``docs/results/presets.json`` is a copy of it, from which ``benchmarks/doc_tables.py`` renders
+the docs' tables.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
 
 from hopqa.evaluation.runner import read_results
 from hopqa.evaluation.stats import compare
@@ -105,7 +110,8 @@ def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
     comparisons with Retrieve-then-Read, from ``hopqa report``'s JSON."""
     data = json.loads(report_json.read_text(encoding="utf-8"))
     runs = [{"label": r["label"], "method": r["method"], "n": r["n"], "asked": r["asked"], "partial": r["partial"],
-             "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"]))}
+             "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
+             "f1_by_id": f1_by_id(Path(r["run"]))}
             for r in data["rows"] if r["stratum"] == "all"]
     comparisons = [{k: c[k] for k in ("method", "n", "diff", "low", "high", "p_value", "wins", "ties", "losses",
                                       "excludes_zero", "significant")}
@@ -116,11 +122,7 @@ def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
 
 def report(args: argparse.Namespace, datasets: list[str], settings: list[str], methods: list[str]) -> None:
     out = Path(args.out)
-    figures = {"about": {"date": time.strftime("%Y-%m-%d"), "llm": args.llm, "limit": args.limit,
-                         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-                         "command": "benchmarks/presets.py " + " ".join(sys.argv[1:]), "shared_options": SHARED,
-                         "response_cache": "off"},
-               "tables": []}
+    tables: list[dict] = []
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; LLM {args.llm}; "
           f"dev, first {args.limit} questions; LLM response cache off; shared options {SHARED}")
     for setting in settings:
@@ -133,7 +135,7 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
                    "--metrics", "em,f1,support_recall", "--no-plots", "--out", str(out / f"report-{dataset}-{setting}")]
             subprocess.run(cmd, check=False)
             table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting)
-            figures["tables"].append(table)
+            tables.append(table)
             for method in methods:
                 base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
                 tuned = f1_by_id(run_dir(out, PRESET, dataset, setting, method))
@@ -146,8 +148,9 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
                 table["preset_vs_defaults"].append({"method": method, "n": len(shared), "diff": c.diff, "low": c.low,
                                                     "high": c.high, "p_value": c.p_value, "wins": c.wins,
                                                     "ties": c.ties, "losses": c.losses})
-    target = Path(args.figures) if args.figures else out / "figures.json"
-    target.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    target = write_figures(args.figures or out / "figures.json",
+                           about(llm=args.llm, limit=args.limit, shared_options=SHARED, response_cache="off"),
+                           tables=tables)
     print(f"figures: {target}", file=sys.stderr)
 
 

@@ -1,0 +1,43 @@
+"""What a benchmark writes beside its figures (``--figures FILE``): when, on which machine, with
+which command, so that ``benchmarks/doc_tables.py`` can render a docs table from the file and
+say where its numbers came from.
+
+    from figures import about, write_figures
+    write_figures(path, about(llm=args.llm, limit=args.limit), rows=rows)
+
+The file is ``{"about": {...}, **data}`` as indented JSON, written whole or not at all (a
+temporary file renamed over the target).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def machine() -> str:
+    """The machine and its load now: ``x86_64, 2 CPUs, Python 3.11.7, load average 0.53 1.16 1.62``."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def about(**fields: Any) -> dict[str, Any]:
+    """The date, the machine, the command that ran (``benchmarks/NAME.py ARGS``) and ``fields``."""
+    command = f"benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
+    return {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": command.strip(), **fields}
+
+
+def write_figures(path: str | Path, about: dict[str, Any], **data: Any) -> Path:
+    """Write ``{"about": about, **data}`` to ``path`` atomically; the path written."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps({"about": about, **data}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target

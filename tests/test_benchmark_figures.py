@@ -1,0 +1,49 @@
+"""Benchmarks write their figures as JSON with where they came from (``benchmarks/figures.py``),
+for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``eval_methods.py``
+and ``demo_choice.py`` against the fake server (two questions, no model)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from fault_server import fault_server  # noqa: F401 - the fixture
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300, check=False)
+
+
+def test_eval_methods_writes_its_rows_with_their_provenance(fault_server, tmp_path):  # noqa: F811
+    server = fault_server()
+    done = _run("eval_methods.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--methods",
+                "direct,retrieve-then-read", "--out", str(tmp_path / "bench"), "--figures", str(tmp_path / "f.json"),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    about = figures["about"]
+    assert about["command"].startswith("benchmarks/eval_methods.py --llm openai:fake@")
+    assert about["llm"].startswith("openai:fake@") and about["limit"] == 2 and about["response_cache"] == "off"
+    assert {"date", "machine", "dataset", "split", "setting"} <= about.keys()
+    rows = {r["method"]: r for r in figures["rows"]}
+    assert set(rows) == {"direct", "retrieve-then-read"}
+    summary = json.loads((tmp_path / "bench" / "musique-dev-distractor" / "direct" / "summary.json").read_text())
+    assert rows["direct"]["metrics"] == summary["metrics"] and rows["direct"]["cost"] == summary["cost"]
+    assert rows["direct"]["n"] == 2 and rows["retrieve-then-read"]["cost"]["retrieval_calls_per_q"] == 1.0
+    assert not list(tmp_path.glob("*.tmp"))  # written whole, then renamed
+
+
+def test_demo_choice_writes_a_row_per_candidate_and_dataset(fault_server, tmp_path):  # noqa: F811
+    server = fault_server()
+    done = _run("demo_choice.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--only",
+                "retrieve-then-read", "--setting", "distractor", "--out", str(tmp_path / "demo"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "demo" / "figures.json").read_text())
+    assert figures["about"]["datasets"] == ["musique", "hotpotqa"] and figures["about"]["setting"] == "distractor"
+    assert [(r["label"], r["dataset"], r["n"]) for r in figures["rows"]] == [
+        ("retrieve-then-read", "musique", 2), ("retrieve-then-read", "hotpotqa", 2)]
