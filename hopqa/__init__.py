@@ -9,6 +9,7 @@ Three lines::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ def pipeline(
     search: str | None = None,
     rerank: str | None = None,
     preset: str | None = None,
+    method_options: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> Any:
     """A ready method: ``llm`` is a spec string or an LLM object (default: the embedded Qwen);
@@ -38,9 +40,13 @@ def pipeline(
     ``corpus``, else over the demo corpus; ``rerank`` (a cross-encoder, ``auto``, ``hybrid``,
     ``bi-encoder`` or ``llm``) puts a reranker behind it. ``options`` set fields of the method's
     config, over the options of ``preset`` (e.g. ``small-model``: the method's departures from
-    its paper for a small model; ``hopqa methods`` lists each method's presets). The one way
+    its paper for a small model; ``hopqa methods`` lists each method's presets).
+    ``method_options`` gives options as a mapping too (under ``options``): the way to set an
+    option named like one of this function's keywords, e.g. LeapQuery's own reranker
+    (``method_options={"rerank": "hybrid"}``; ``rerank=`` is the retriever's). The one way
     every entry point assembles a method: ``hopqa.build.assemble`` of a ``hopqa.build.Recipe``."""
     from hopqa.build import Recipe, assemble
 
     return assemble(Recipe(method, llm=llm, index=index, corpus=corpus, retriever=retriever, search=search,
-                           rerank=rerank, preset=preset, options=options, home=home, cache=cache))
+                           rerank=rerank, preset=preset, options={**(method_options or {}), **options}, home=home,
+                           cache=cache))

@@ -241,3 +241,17 @@ def test_the_cli_builds_its_corpus_retriever_and_llm_reranker_through_the_recipe
     assert cli._llm_reranked(None, args, ScriptedLLM(replies=lambda r: "Yes")) is None
     args.rerank = None
     assert cli._llm_reranked(plain, args, ScriptedLLM(replies=lambda r: "Yes")) is plain
+
+
+def test_pipeline_sets_an_option_named_like_its_own_keywords_through_method_options(tmp_path):
+    """``rerank=`` puts a reranker behind the retriever; LeapQuery's own ``rerank`` option is
+    set through ``method_options`` (keyword options still win over it)."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "title": "A", "text": "alpha beta"}\n')
+    llm = ScriptedLLM(replies=lambda r: "x")
+    qa = hopqa.pipeline("leapquery", llm=llm, corpus=corpus, home=tmp_path / "h", method_options={"rerank": "hybrid",
+                                                                                                   "votes": 3}, votes=1)
+    assert qa.config.rerank == "hybrid" and qa.config.votes == 1
+    assert "hybrid" in qa.reranker.name.lower()
+    plain = hopqa.pipeline("leapquery", llm=llm, corpus=corpus, home=tmp_path / "h", rerank="hybrid")
+    assert plain.config.rerank != "hybrid"  # the retriever's reranker, not the method's option

@@ -113,6 +113,15 @@ def test_genread_n_documents():
     assert len(ans.passages) == 3 and "[2] doc two" in llm.requests[-1].text()
 
 
+def test_genread_reads_an_empty_reply_as_an_empty_answer_not_its_cue():
+    """The reader puts "The answer is" back in front of a reply; an empty reply stays empty."""
+    for empty in ("", "  \n"):
+        ans = build_method("genread", ScriptedLLM(replies=["Titanic (1997) was directed by James Cameron.", empty])
+                           ).answer(QUESTION)
+        assert ans.answer == "" and ans.error is None
+        assert ans.trace.root.find("read")[0].outputs["parsed_by"] == "empty"
+
+
 def test_model_error_is_recorded_not_raised():
     def boom(request):
         raise RuntimeError("server went away")

@@ -25,7 +25,6 @@ from hopqa.options import RESOURCE_KINDS, OptionError, check_value, field_kind, 
 #: Text options that name nothing outside the process, each with why. A new ``str`` field must be
 #: added here or marked ``metadata={"resource": ...}``.
 NOT_RESOURCES = {
-    ("IRCoTConfig", "reader"): "the reader step's name: direct or cot",
     ("ToRConfig", "widths"): "children per level, a list of numbers (ranged item by item)",
 }
 

@@ -30,7 +30,7 @@ structured step: it stays free text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.demos import chain_of_thought as demo_cot
@@ -95,7 +95,7 @@ class IRCoTConfig(MethodConfig):
     max_steps: int = 8
     max_paragraphs: int = 15
     shots: int = 4
-    reader: str = "direct"
+    reader: Literal["direct", "cot"] = "direct"
     total_passage_words: int = 1200
     max_tokens: int = 64
     #: Structured outputs for the structured steps (``hopqa.methods.structured``): ``auto``

@@ -41,7 +41,8 @@ class Reader:
     """Read a passage block and answer a question: ``template`` (with ``{passages}`` and
     ``{question}``), one generation, ``extract_answer``. ``answer_prefix`` is the end of a
     template that leads into the answer ("The answer is"): it is put back in front of the
-    reply so that the parser sees the marker. The caller renders the passages
+    reply so that the parser sees the marker (not in front of an empty reply, which is an empty
+    answer, ``parsed_by="empty"``). The caller renders the passages
     (``hopqa.text.render_passages``) and records the step; a reader opens no step of its own."""
 
     template: str
@@ -57,7 +58,8 @@ class Reader:
     def read(self, llm: LLMBase, question: str, passages: str) -> Reading:
         raw = llm.generate(self.prompt(question, passages), max_tokens=self.max_tokens, temperature=self.temperature,
                            top_p=self.top_p, stop=list(self.stop)).text
-        answer, how = extract_answer(self.answer_prefix + raw.lstrip() if self.answer_prefix else raw)
+        # the prefix goes back in front of a reply, never alone: an empty reply is an empty answer
+        answer, how = extract_answer(self.answer_prefix + raw.lstrip() if self.answer_prefix and raw.strip() else raw)
         return Reading(answer, raw, how)
 
 

@@ -56,8 +56,7 @@ PAPERS: dict[str, dict[str, Any]] = {
                              "Retrieval-Generation Synergy", "authors": "Shao et al.", "year": 2023},
     "genread": {"title": "Generate rather than Retrieve: Large Language Models are Strong Context Generators",
                 "authors": "Yu et al.", "year": 2023},
-    "cot": {"title": "Chain-of-Thought Prompting Elicits Reasoning in Large Language Models",
-            "authors": "Wei et al.", "year": 2022},
+    "cot": {"title": "Large Language Models are Zero-Shot Reasoners", "authors": "Kojima et al.", "year": 2022},
 }
 #: Registered names that implement another name's paper (presets and baselines of a paper).
 PAPER_OF: dict[str, str] = {"gensco-max": "gensco", "gensco-stop": "gensco", "gensco-no-qd": "gensco",
