@@ -23,6 +23,7 @@ matches its results (a changed statistic, a re-run, a hand edit) fails a test.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import re
@@ -182,8 +183,81 @@ def overhead_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def call_layers_table() -> str:
+    """docs/benchmarks/speed.md: ``benchmarks/call_layers.py --figures`` (``docs/results/call-layers.json``),
+    the milliseconds of one call at each layer and what each adds."""
+    data = json.loads((DOCS / "results" / "call-layers.json").read_text(encoding="utf-8"))
+    lines = ["| layer | ms a call | added by the layer |", "|---|---|---|"]
+    previous = None
+    for row in data["rows"]:
+        added = f"{row['ms'] - previous:+.2f}" if previous is not None else "–"
+        lines.append(f"| {row['layer']} | {row['ms']:.2f} | {added} |")
+        previous = row["ms"]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    """A value as a table cell: code, with ``|`` escaped."""
+    text = json.dumps(value) if isinstance(value, (list, dict)) else ("None" if value is None else repr(value))
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def _range(item: dict[str, Any]) -> str:
+    """An option's allowed values: its choices, its range, what a resource option names (``–``
+    where none is declared)."""
+    if "resource" in item:
+        return f"a {item['resource']} (resource option)"
+    if "choices" in item:
+        return ", ".join(_cell(c) for c in item["choices"]) + (", `None`" if item["optional"] else "")
+    if "range" in item:
+        low, high = item["range"]
+        low_text = f"> {item['above']:g}" if item.get("above") is not None else _number(low)
+        return f"{low_text} – {_number(high)}" + (" (each)" if item.get("items") else "")
+    return "–"
+
+
+def _number(x: float | str | None) -> str:
+    if x is None:
+        return "∞"
+    if isinstance(x, str):
+        return x
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def options_table(name: str) -> str:
+    """The options of the method registered as ``name``, from its config (``hopqa methods``,
+    ``GET /v1/methods``): type, default, allowed values, the service's default cap and the
+    ``small-model`` preset's value where it sets one."""
+    from hopqa.methods import METHODS, get_method_class
+    from hopqa.methods.base import normalize_name
+    from hopqa.server.catalog import describe_options
+    from hopqa.server.settings import DEFAULT_OPTION_CAPS
+
+    cls = get_method_class(name)
+    preset = cls.presets.get("small-model")
+    declared = {**{f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+                   for f in dataclasses.fields(cls.Config)}, **METHODS.preset(normalize_name(name))}
+    caps = {**DEFAULT_OPTION_CAPS, "k": "max_k (50)"}
+    lines = ["| option | kind | default | allowed | service cap |" + (" `small-model` |" if preset else ""),
+             "|---|---|---|---|---|" + ("---|" if preset else "")]
+    for item in describe_options(name):
+        cap = _number(caps[item["name"]]) if "range" in item and item["name"] in caps else "–"
+        kind = item["kind"] + (" or None" if item["optional"] else "")
+        # the default as declared (LeapQuery's rerank="auto", not what "auto" found on this machine)
+        row = f"| `{item['name']}` | {kind} | {_cell(declared[item['name']])} | {_range(item)} | {cap} |"
+        if preset:
+            row += f" {_cell(preset.options[item['name']]) if item['name'] in preset.options else ''} |"
+        lines.append(row)
+    return "\n".join(lines) + "\n"
+
+
+#: Methods whose docs page shows their options table (``options-NAME``).
+OPTION_TABLES = ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot", "iter-retgen",
+                 "hgot", "gensco-max", "self-dc", "leapquery", "tor", "cor")
+
 #: Table name -> its renderer (the Markdown between the markers).
 TABLES: dict[str, Callable[[], str]] = {
+    **{f"options-{name}": (lambda name=name: options_table(name)) for name in OPTION_TABLES},
     "intervals-comparisons": intervals_comparisons,
     "presets-musique": lambda: presets_table("musique", with_setting=True),
     "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),

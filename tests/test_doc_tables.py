@@ -35,3 +35,21 @@ def test_a_changed_figure_is_found():
     text = page.read_text(encoding="utf-8")
     edited = text.replace("| ircot (free text), F1 | +0.141", "| ircot (free text), F1 | +0.142", 1)
     assert edited != text and tables.render(edited) == text
+
+
+def test_every_method_has_a_page_with_its_options_from_its_config():
+    """Each registered method (GenSco's variants share one page) has an options table, rendered
+    from its config: one row per field, the default as the config has it."""
+    import dataclasses
+
+    from hopqa.methods import METHODS, method_config
+
+    tables = _doc_tables()
+    assert set(tables.OPTION_TABLES) == set(METHODS) - {"gensco-stop", "gensco-no-qd"}
+    for name in tables.OPTION_TABLES:
+        rows = [line for line in tables.options_table(name).splitlines()[2:]]
+        fields = dataclasses.fields(method_config(name))
+        assert [r.split("|")[1].strip() for r in rows] == [f"`{f.name}`" for f in fields]
+    tor = tables.options_table("tor")
+    assert "| `short_answer` | bool | `False` | – | – | `True` |" in tor  # its small-model preset's value
+    assert "| `depth` | int | `3` | 1 – 10 | 4 |" in tor  # the range and the service's cap
