@@ -438,6 +438,37 @@ def test_malformed_plan_degrades_to_independent_steps():
     assert any("independent" in e["message"] for e in t.root.find("plan")[0].events)
 
 
+@pytest.mark.parametrize("draft_dependencies", [False, True])
+def test_a_plan_whose_reflection_reverses_its_dependency_keeps_the_drafts_with_draft_dependencies(draft_dependencies):
+    """Self-reflection turned "Step 2 depends on Step 1" around (a backward edge, dropped): the
+    paper's steps are then independent; ``draft_dependencies`` reads the Plan's own line."""
+    method, _ = scripted_hgot(draft_dependencies=draft_dependencies)
+
+    def plan_reply(request):
+        t = request.text()
+        if t.startswith("Sketch a plan"):
+            return "Step 1: Which county is Van Hook in? Step 2: What is its seat?\nDependencies: Step 2 depends on Step 1."
+        if t.startswith("Highlight"):
+            return "Step 1 depends on Step 2."
+        if t.startswith("Express"):
+            return "Step 2 -> Step 1"
+        return "x [1].\nAnswer: y"
+
+    method.llm.inner._replies = plan_reply
+    from hopqa.trace import Trace
+
+    t = Trace(question="q")
+    with t.activate():
+        g = method.plan("q", [])
+    messages = [e["message"] for e in t.root.find("plan")[0].events]
+    assert g.number_of_nodes() == 2
+    if draft_dependencies:
+        assert list(g.edges) == [(1, 2)] and any("plan's own Dependencies line" in m for m in messages)
+        assert t.root.find("plan")[0].outputs["levels"] == [[1], [2]]
+    else:
+        assert g.number_of_edges() == 0 and any("independent" in m for m in messages)
+
+
 def test_hgot_with_empty_pool_does_not_crash():
     method, _ = scripted_hgot(depth=0)
     ans = method.with_retriever(CandidatePool([])).answer(Q)

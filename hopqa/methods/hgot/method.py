@@ -199,6 +199,13 @@ class HGOTConfig(MethodConfig):
     #: passages (``STEP_ANSWERS_HEADER``). Not in the paper, whose final Predict reads only the
     #: σ-ranked passages: a departure for small models (issue 33), off by default.
     step_answers: bool = False
+    #: When self-reflection and formalization leave no usable dependency between two or more
+    #: steps, PLAN's own ``Dependencies:`` line is read instead (noted in the trace). Not in the
+    #: paper, whose reflected text replaces the draft's: a departure for small models (issue 33;
+    #: Qwen2.5-1.5B's self-reflection turned "Step 2 depends on Step 1" into "Step 1 depends on
+    #: Step 2", a backward edge that is dropped, so step 2 was never rewritten with step 1's
+    #: answer), off by default.
+    draft_dependencies: bool = False
 
 
 @dataclass
@@ -725,6 +732,14 @@ class HGOT(RetrievingMethod):
                 notes += more
             for n in notes:
                 s.note(n)
+            if (cfg.draft_dependencies and not edges and len(steps) > 1 and draft.dependencies
+                    and draft.dependencies is not described):
+                edges, more = parse_dependencies(draft.dependencies, len(steps))
+                for n in more:
+                    s.note(f"plan's own dependencies: {n}")
+                if edges:
+                    s.note("self-reflection left no usable dependency: the plan's own Dependencies line is used "
+                           "(draft_dependencies)")
             if len(steps) > 1 and not edges and (formal or described):
                 s.note("no usable dependency: the steps are treated as independent")
             graph = build_graph(steps, edges)
