@@ -204,7 +204,7 @@ class HGOTConfig(MethodConfig):
     #: paper, whose reflected text replaces the draft's: a departure for small models (issue 33;
     #: Qwen2.5-1.5B's self-reflection turned "Step 2 depends on Step 1" into "Step 1 depends on
     #: Step 2", a backward edge that is dropped, so step 2 was never rewritten with step 1's
-    #: answer), off by default.
+    #: answer), off by default, on in the ``small-model`` preset.
     draft_dependencies: bool = False
 
 
@@ -351,9 +351,11 @@ class HGOT(RetrievingMethod):
     config: HGOTConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"step_answers": True},
+            {"step_answers": True, "draft_dependencies": True},
             "INFER's Predict reads the steps' answers: the steps find the intermediate "
-            "answers, the final Predict on passages alone missed them"),
+            "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
+            "are kept when self-reflection leaves none usable: the small model's reflection reversed "
+            "them, so a later step was never rewritten with an earlier one's answer"),
     }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
