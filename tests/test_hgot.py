@@ -396,6 +396,30 @@ def test_rewrite_context_uses_the_asked_steps_and_empty_answers():
     assert out == "What is the seat of Mountrail County?"  # the scripted rewrite
 
 
+@pytest.mark.parametrize("reply, rewrite_answers, expected", [
+    ("What is the seat of the county where Van Hook is?", False, "What is the seat of the county where Van Hook is?"),
+    ("what is the seat of the county where Van Hook is", True,  # the step copied (case, punctuation aside)
+     "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),
+    ("", True, "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),  # empty
+    ("What is the seat of Mountrail County?", True, "What is the seat of Mountrail County?"),  # a real rewrite
+])
+def test_rewrite_answers_adds_the_earlier_answers_to_a_copied_step(reply, rewrite_answers, expected):
+    from hopqa.methods.hgot.method import build_graph
+
+    method, llm = scripted_hgot(rewrite_answers=rewrite_answers)
+    method.llm.inner._replies = lambda request: reply
+    graph = build_graph(["Which county is Van Hook in?", "Which state?", "What is the seat of the county where Van Hook is?"],
+                        [(1, 3), (2, 3)])
+    t = Trace()
+    with t.activate():
+        out = method.rewrite(graph, 3, [1, 2], {1: "Mountrail County", 2: "North Dakota"}, {})
+    assert out == expected
+    added = any("answers are added" in e["message"] for e in t.root.find("rewrite")[0].events)
+    assert added == expected.endswith("(Mountrail County; North Dakota)")  # and the trace says so
+    with t.activate():  # no answer to add: the step stays as it is
+        assert method.rewrite(graph, 3, [1, 2], {1: "", 2: ""}, {}) in (reply, graph.nodes[3]["question"])
+
+
 def test_depth_zero_is_probe_only():
     method, llm = scripted_hgot(depth=0)
     ans = method.answer(Q)

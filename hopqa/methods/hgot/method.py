@@ -206,6 +206,19 @@ class HGOTConfig(MethodConfig):
     #: Step 2", a backward edge that is dropped, so step 2 was never rewritten with step 1's
     #: answer), off by default, on in the ``small-model`` preset.
     draft_dependencies: bool = False
+    #: A REWRITE that leaves its step as it was (the same words, case and punctuation aside) gets
+    #: the answers of the step's in-neighbours added in brackets, so that the step searches and
+    #: reads with them: "What is the seat of the county where Van Hook Township is located?
+    #: (Mountrail County, North Dakota)". Not in the paper, whose C.4 demonstrations keep the
+    #: earlier answer out of the rewrite too: a departure for small models (issue 33; Qwen2.5-1.5B
+    #: copied the step, which then retrieved the first hop's passages again), off by default, on
+    #: in the ``small-model`` preset.
+    rewrite_answers: bool = False
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text``, lower-cased, without punctuation (a rewrite that only changed those changed nothing)."""
+    return re.findall(r"\w+", text.lower())
 
 
 @dataclass
@@ -351,11 +364,13 @@ class HGOT(RetrievingMethod):
     config: HGOTConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"step_answers": True, "draft_dependencies": True},
+            {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True},
             "INFER's Predict reads the steps' answers: the steps find the intermediate "
             "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
             "are kept when self-reflection leaves none usable: the small model's reflection reversed "
-            "them, so a later step was never rewritten with an earlier one's answer"),
+            "them, so a later step was never rewritten with an earlier one's answer; and a rewrite that "
+            "copies its step gets the earlier answers added: the small model copied the step, which then "
+            "searched for the first hop again"),
     }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
@@ -802,7 +817,10 @@ class HGOT(RetrievingMethod):
                                     max_tokens=60, stop=["\n"]).text.strip()
             if len(out) <= 3:
                 s.note("empty rewrite: the step is kept as it is")
-                s.output(original=original, rewritten=original)
-                return original
+                out = original
+            given = [answers[p] for p in preds if answers.get(p)]
+            if self.config.rewrite_answers and given and _words(out) == _words(original):
+                out = f"{original} ({'; '.join(given)})"
+                s.note("the rewrite kept the step as it was: the in-neighbours' answers are added (rewrite_answers)")
             s.output(original=original, rewritten=out, context=context)  # context: what Appendix D's Rewrite demo shows
             return out
