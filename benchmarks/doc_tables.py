@@ -125,24 +125,20 @@ def _against(c: dict[str, Any] | None) -> str:
 
 
 def presets_table(dataset: str, with_setting: bool) -> str:
-    """docs/benchmarks/presets.md: each complete run of ``dataset`` (F1, the median seconds a
-    question, F1 against Retrieve-then-Read), then the runs left out as partial."""
+    """docs/benchmarks/presets.md: each run of ``dataset`` (F1, the median seconds a question,
+    F1 against Retrieve-then-Read on the questions both answered); a partial run is marked
+    ``partial (n of N)`` and its F1 is over its own n questions."""
     figures = json.loads(PRESETS.read_text(encoding="utf-8"))
     head = ["method", "F1", "s/q (median)", "against Retrieve-then-Read, F1 [95 % interval], p, win / tie / loss"]
     head = (["setting"] if with_setting else []) + head
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    partial = []
     for table in (t for t in figures["tables"] if t["dataset"] == dataset):
         against = {c["method"]: c for c in table["vs_retrieve_then_read"]}
         for run in table["runs"]:
-            if run["partial"]:
-                partial.append(f"{_preset_label(run['label'])} ({table['setting']}, {run['n']} of {run['asked']})")
-                continue
+            label = _preset_label(run["label"]) + (f", partial ({run['n']} of {run['asked']})" if run["partial"] else "")
             seconds = f"{run['median_seconds']:.0f}" if run["median_seconds"] is not None else "–"
-            cells = [_preset_label(run["label"]), f"{run['f1']:.3f}", seconds, _against(against.get(run["label"]))]
+            cells = [label, f"{run['f1']:.3f}", seconds, _against(against.get(run["label"]))]
             lines.append("| " + " | ".join(([table["setting"]] if with_setting else []) + cells) + " |")
-    if partial:
-        lines += ["", "Left out, partial: " + "; ".join(partial) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -264,6 +260,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa", with_setting=False),
     "presets-against-defaults": presets_against_defaults,
     "overhead": overhead_table,
+    "call-layers": call_layers_table,
 }
 
 
