@@ -442,24 +442,30 @@ def test_ablation_switches():
 
 def test_malformed_plan_degrades_to_independent_steps():
     method, llm = scripted_hgot()
-    g = None
+    g, plan = _plan_with(method, "Step 1: Who is A? Step 2: Who is B?\nDependencies: blah", "Step 2 -> Step 1 ??",
+                         "Step 2 -> Step 1 ??")
+    assert g.number_of_nodes() == 2 and g.number_of_edges() == 0
+    assert any("independent" in e["message"] for e in plan.events)
+
+
+def _plan_with(method, draft: str, reflected: str, formal: str):
+    """``method.plan`` on scripted replies to PLAN, self-reflect and formalize: the graph and
+    the ``plan`` step."""
+    from hopqa.trace import Trace
 
     def plan_reply(request):
         t = request.text()
         if t.startswith("Sketch a plan"):
-            return "Step 1: Who is A? Step 2: Who is B?\nDependencies: blah"
-        if t.startswith(("Highlight", "Express")):
-            return "Step 2 -> Step 1 ??"
-        return "x [1].\nAnswer: y"
+            return draft
+        if t.startswith("Highlight"):
+            return reflected
+        return formal if t.startswith("Express") else "x [1].\nAnswer: y"
 
     method.llm.inner._replies = plan_reply
-    from hopqa.trace import Trace
-
     t = Trace(question="q")
     with t.activate():
         g = method.plan("q", [])
-    assert g.number_of_nodes() == 2 and g.number_of_edges() == 0
-    assert any("independent" in e["message"] for e in t.root.find("plan")[0].events)
+    return g, t.root.find("plan")[0]
 
 
 @pytest.mark.parametrize("draft_dependencies", [False, True])
@@ -467,28 +473,13 @@ def test_a_plan_whose_reflection_reverses_its_dependency_keeps_the_drafts_with_d
     """Self-reflection turned "Step 2 depends on Step 1" around (a backward edge, dropped): the
     paper's steps are then independent; ``draft_dependencies`` reads the Plan's own line."""
     method, _ = scripted_hgot(draft_dependencies=draft_dependencies)
-
-    def plan_reply(request):
-        t = request.text()
-        if t.startswith("Sketch a plan"):
-            return "Step 1: Which county is Van Hook in? Step 2: What is its seat?\nDependencies: Step 2 depends on Step 1."
-        if t.startswith("Highlight"):
-            return "Step 1 depends on Step 2."
-        if t.startswith("Express"):
-            return "Step 2 -> Step 1"
-        return "x [1].\nAnswer: y"
-
-    method.llm.inner._replies = plan_reply
-    from hopqa.trace import Trace
-
-    t = Trace(question="q")
-    with t.activate():
-        g = method.plan("q", [])
-    messages = [e["message"] for e in t.root.find("plan")[0].events]
+    g, plan = _plan_with(method, "Step 1: Which county is Van Hook in? Step 2: What is its seat?\n"
+                         "Dependencies: Step 2 depends on Step 1.", "Step 1 depends on Step 2.", "Step 2 -> Step 1")
+    messages = [e["message"] for e in plan.events]
     assert g.number_of_nodes() == 2
     if draft_dependencies:
         assert list(g.edges) == [(1, 2)] and any("plan's own Dependencies line" in m for m in messages)
-        assert t.root.find("plan")[0].outputs["levels"] == [[1], [2]]
+        assert plan.outputs["levels"] == [[1], [2]]
     else:
         assert g.number_of_edges() == 0 and any("independent" in m for m in messages)
 
