@@ -34,6 +34,7 @@ the docs' tables.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -91,17 +92,22 @@ def run(args: argparse.Namespace, dataset: str, setting: str, method: str, varia
     print(f"[{time.strftime('%H:%M:%S')}] {label} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
+@functools.cache
+def records_of(path: Path) -> dict[str, dict]:
+    """A run's records by id (none without a results file), read once: the report reads each
+    run's F1 and seconds, and its F1 again for the preset comparisons, after the runs ended."""
+    return read_results(path / "results.jsonl") if (path / "results.jsonl").is_file() else {}
+
+
 def f1_by_id(path: Path) -> dict[str, float]:
-    records = read_results(path / "results.jsonl") if (path / "results.jsonl").is_file() else {}
-    return {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records.items()}
+    return {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records_of(path).items()}
 
 
 def median_seconds(path: Path) -> float | None:
     """The median of a run's seconds per question (None without records)."""
     import statistics
 
-    records = read_results(path / "results.jsonl") if (path / "results.jsonl").is_file() else {}
-    seconds = [float((r.get("usage") or {}).get("seconds") or 0.0) for r in records.values()]
+    seconds = [float((r.get("usage") or {}).get("seconds") or 0.0) for r in records_of(path).values()]
     return statistics.median(seconds) if seconds else None
 
 

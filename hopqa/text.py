@@ -86,8 +86,9 @@ def render_passages(passages: Sequence[_Titled], *, numbered: bool = True, start
     - ``title_separator``: between the title and the text.
 
     Who uses which: the readers of Retrieve-then-Read, Self-Ask, IRCoT, ITER-RETGEN and GenRead
-    (numbered, blank-line separated; GenRead's single generated document is passed as it is); GenSco (unnumbered, one per line, Tables 6-9); Self-DC
-    (unnumbered, run-on, Table 21's single ``Passage:``); HGOT (numbered, one per line, C.5).
+    (numbered, blank-line separated; GenRead's single generated document is passed as it is);
+    GenSco (unnumbered, one per line, Tables 6-9); Self-DC (unnumbered, run-on, Table 21's single
+    ``Passage:``); HGOT (numbered, one per line, C.5).
     """
     if total_words is not None and passages:
         share = max(MIN_SHARE_WORDS, total_words // len(passages))

@@ -1,8 +1,8 @@
 """Chain-of-thought prompting (Wei et al. 2022; zero-shot trigger of Kojima et al. 2022).
 
 The model reasons step by step and ends with "So the answer is: ...", the answer format
-IRCoT uses (Self-Ask's is "So the final answer is:"); ``extract_answer`` falls back to the last marker or the first line,
-and the trace records which. Direct prompting with another template (``direct.OnePrompt``).
+IRCoT uses (Self-Ask's is "So the final answer is:"); ``extract_answer`` falls back to the
+last marker or the first line, and the trace records which. Direct prompting with another template (``direct.OnePrompt``).
 """
 
 from __future__ import annotations

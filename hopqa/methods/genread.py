@@ -1,8 +1,9 @@
 """GenRead, generate-then-read (Yu et al., ICLR 2023): the model writes its own background
 document(s), then answers from them. Prompts are the paper's zero-shot templates.
 
-``n_documents`` > 1 samples several documents at ``document_temperature``, at least 0.7 (the paper's sampling
-variant; its clustering-based prompting needs a demonstration pool and is not implemented).
+``n_documents`` > 1 samples several documents at ``document_temperature``, at least 0.7 (the
+paper's sampling variant; its clustering-based prompting needs a demonstration pool and is not
+implemented).
 The generated documents are returned as passages with ids ``generated-<i>``.
 
 Both steps are objects that other methods reuse: ``DocumentGenerator`` (step 1) and
