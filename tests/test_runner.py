@@ -427,3 +427,29 @@ def test_metric_dependencies_are_loaded_before_the_first_question(tmp_path, monk
     evaluate(build_method("retrieve-then-read", ScriptedLLM(replies=reply), k=2), examples(3), tmp_path / "run",
              workers=2, progress=False)
     assert seen and all(seen)
+
+
+@pytest.mark.parametrize("with_scorer", [False, True])
+def test_answers_are_scored_off_the_workers_unless_a_model_scores(tmp_path, monkeypatch, with_scorer):
+    """Without a judge or BERTScore the main thread scores each answer while the worker goes on
+    to the next question (issue 32); a model-backed scorer still runs on the workers."""
+    import threading
+
+    from hopqa.evaluation import runner
+
+    score, threads = runner.score_answer, []
+
+    def spy(*args, **kwargs):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return score(*args, **kwargs)
+
+    class Scorer:
+        def score(self, prediction, golds):
+            return 0.5
+
+    monkeypatch.setattr(runner, "score_answer", spy)
+    evaluate(build_method("direct", echo_llm()), examples(4), tmp_path / "run", workers=2, progress=False,
+             bertscore=Scorer() if with_scorer else None)
+    recs = read_results(tmp_path / "run" / "results.jsonl")
+    assert len(recs) == 4 and all(r["metrics"]["em"] == 1.0 for r in recs.values())
+    assert threads == [not with_scorer] * 4

@@ -22,6 +22,10 @@ Bad lines: a line that is not a record (``check_record``: not JSON, nested too d
 ``status``, fields of the wrong type) is skipped with a warning naming
 ``file:line``; the id it held counts as not answered, so the next run answers it again.
 
+Threads: the workers answer the questions; this thread scores each answer and writes its line
+(a worker scores only with a judge or BERTScore, whose model calls would hold this thread up),
+so a worker is already on its next question meanwhile.
+
 Streams and stops: the examples are read as the run goes (a list or a stream), at most two per
 worker ahead of the records written. On Ctrl-C (``RunInterrupted``) or a record that cannot be
 written (``RunWriteError``: a full disk — the line is undone, the lines before stay), no new
@@ -381,15 +385,21 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
     wanted: set[str] = set()
     stream = iter(examples)
     stop = threading.Event()
-    pending: dict[Future[dict[str, Any] | None], Example] = {}
+    pending: dict[Future[dict[str, Any] | Answer | None], Example] = {}
     load_metrics()  # before the workers start: none of them waits on the import (metrics.load_metrics)
     pool = ThreadPoolExecutor(max_workers=workers)
 
-    def one(ex: Example) -> dict[str, Any] | None:
+    # Scoring an answer is pure computation (EM, F1, ROUGE-L, ...: ~1 ms); without a judge or
+    # BERTScore (model calls) it is done on this thread, in ``write``, so that a worker goes on to
+    # its next question's LLM calls meanwhile (with one worker, the scoring no longer adds to
+    # each question's time).
+    score_here = judge is None and bertscore is None
+
+    def one(ex: Example) -> dict[str, Any] | Answer | None:
         ans = _answer(method, ex, setting)
         if ans.cancelled:
             return None
-        return _record(ex, ans, setting, judge, support_k, bertscore)
+        return ans if score_here else _record(ex, ans, setting, judge, support_k, bertscore)
 
     def take() -> None:
         """Submit questions until ``2 * workers`` are in flight or the stream ends."""
@@ -407,10 +417,12 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         if skipped:
             bar.update(skipped)
 
-    def write(fut: Future[dict[str, Any] | None], ex: Example) -> None:
-        """Record one finished question (not a cancelled one)."""
+    def write(fut: Future[dict[str, Any] | Answer | None], ex: Example) -> None:
+        """Record one finished question (not a cancelled one), scoring it first if its worker did not."""
         try:
             rec = fut.result()
+            if isinstance(rec, Answer):
+                rec = _record(ex, rec, setting, judge, support_k, bertscore)
         except Exception as exc:  # scoring itself failed: still recorded
             rec = _failed_record(ex, method.name, setting, exc)
         if rec is None:  # cancelled: not an answer
@@ -427,7 +439,7 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         if on_record is not None:
             on_record(rec)
 
-    def finished() -> list[tuple[Future[dict[str, Any] | None], Example]]:
+    def finished() -> list[tuple[Future[dict[str, Any] | Answer | None], Example]]:
         """The finished questions still pending; ``write`` takes each off ``pending`` once its
         line is written, so a Ctrl-C before that leaves it to the handler below (one the
         interrupt found already written but not yet synced is written twice; the newest wins)."""
