@@ -21,7 +21,8 @@ questions, distractor setting), sequentially:
    (``CandidatePool``: BM25 with stemming; the prompt; the answer parser; the trace);
 6. ``record``: 5 plus scoring the answer and making its ``results.jsonl`` line
    (``evaluation.runner._record``: EM, F1, ROUGE-L, supporting-paragraph recall, K-precision,
-   the trace as a dict), as an evaluation worker does for each question.
+   the trace as a dict), as ``hopqa eval`` does for each question (on its main thread, while the
+   worker goes on to the next question, unless a judge or BERTScore scores: then on the worker).
 
 Each layer is timed ``--repeats`` times over all questions; printed: the median milliseconds a
 call (over the repeats) and what the layer adds to the one before. Writing the line to disk
@@ -45,7 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# benchmarks/figures.py (the script's folder is on sys.path)
+# benchmarks/doc_tables.py and figures.py (the script's folder is on sys.path)
+from doc_tables import call_layers_table
 from figures import about, machine, write_figures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,15 +149,11 @@ def main() -> None:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=10)
-    print("| layer | ms a call | added by the layer |\n|---|---|---|")
-    previous = None
-    for name, ms in rows:
-        added = f"{ms - previous:+.2f}" if previous is not None else "–"
-        print(f"| {name} | {ms:.2f} | {added} |")
-        previous = ms
+    figures = [{"layer": name, "ms": ms} for name, ms in rows]
+    print(call_layers_table(figures), end="")
     if args.figures:
         write_figures(args.figures, about(dataset=args.dataset, questions=args.questions, repeats=args.repeats),
-                      rows=[{"layer": name, "ms": ms} for name, ms in rows])
+                      rows=figures)
 
 
 if __name__ == "__main__":

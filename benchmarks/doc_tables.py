@@ -179,13 +179,14 @@ def overhead_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def call_layers_table() -> str:
-    """docs/benchmarks/speed.md: ``benchmarks/call_layers.py --figures`` (``docs/results/call-layers.json``),
-    the milliseconds of one call at each layer and what each adds."""
-    data = json.loads((DOCS / "results" / "call-layers.json").read_text(encoding="utf-8"))
+def call_layers_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/benchmarks/speed.md: ``benchmarks/call_layers.py --figures`` (``docs/results/call-layers.json``,
+    or ``rows`` as that script measured them), the milliseconds of one call at each layer and what each adds."""
+    if rows is None:
+        rows = json.loads((DOCS / "results" / "call-layers.json").read_text(encoding="utf-8"))["rows"]
     lines = ["| layer | ms a call | added by the layer |", "|---|---|---|"]
     previous = None
-    for row in data["rows"]:
+    for row in rows:
         added = f"{row['ms'] - previous:+.2f}" if previous is not None else "–"
         lines.append(f"| {row['layer']} | {row['ms']:.2f} | {added} |")
         previous = row["ms"]

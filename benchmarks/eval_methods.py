@@ -96,7 +96,8 @@ def main() -> None:
               f"{c['seconds_per_q']:.1f} | {s['failed']} |")
     target = write_figures(args.figures or base / "figures.json",
                            about(llm=args.llm, dataset=args.dataset, split=args.split, setting=args.setting,
-                                 limit=args.limit, response_cache="on" if args.cache else "off"), rows=rows)
+                                 limit=args.limit, response_cache="on" if args.cache else "off",
+                                 wall_seconds=round(wall, 1)), rows=rows)
     print(f"figures: {target}", file=sys.stderr)
 
 
