@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hopqa.build import build_method
+from hopqa.llm.base import LLMWrapper
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.hgot import (
     HGOT,
@@ -402,6 +403,9 @@ def test_rewrite_context_uses_the_asked_steps_and_empty_answers():
      "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),
     ("", True, "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),  # empty
     ("What is the seat of Mountrail County?", True, "What is the seat of Mountrail County?"),  # a real rewrite
+    ("Which county is Van Hook in", True,  # an in-neighbour's question copied
+     "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),
+    ("Which county is Van Hook in?", False, "Which county is Van Hook in?"),
 ])
 def test_rewrite_answers_adds_the_earlier_answers_to_a_copied_step(reply, rewrite_answers, expected):
     from hopqa.methods.hgot.method import build_graph
@@ -414,7 +418,7 @@ def test_rewrite_answers_adds_the_earlier_answers_to_a_copied_step(reply, rewrit
     with t.activate():
         out = method.rewrite(graph, 3, [1, 2], {1: "Mountrail County", 2: "North Dakota"}, {})
     assert out == expected
-    added = any("answers are added" in e["message"] for e in t.root.find("rewrite")[0].events)
+    added = any("answers added" in e["message"] for e in t.root.find("rewrite")[0].events)
     assert added == expected.endswith("(Mountrail County; North Dakota)")  # and the trace says so
     with t.activate():  # no answer to add: the step stays as it is
         assert method.rewrite(graph, 3, [1, 2], {1: "", 2: ""}, {}) in (reply, graph.nodes[3]["question"])
@@ -626,6 +630,60 @@ def test_hgot_small_model_preset_end_to_end(smollm2, data_dir):
     steps = [t for t in root.find("traverse") if t is not root]
     answered = [{"question": t.inputs["query"], "answer": t.outputs["answer"]} for t in steps if t.outputs["answer"]]
     assert answered and infer.outputs["step_answers"] == answered
+
+
+class _PlannedSmolLM2(LLMWrapper):
+    """The real SmolLM2 for every call but PLAN's, self-reflection's and formalization's of the
+    question: a two-step plan whose own Dependencies line is right, and a reflection that
+    reverses it (what Qwen2.5-1.5B's did in 6 of 8 plans, issue 33), so that only the plan's
+    own line gives step 2 its in-neighbour."""
+
+    def _complete(self, request):
+        from hopqa.llm.base import Completion, Generation
+
+        text = request.text()
+        if text.startswith("Sketch a plan") and "Question: " + Q in text[-400:]:
+            reply = ("Step 1: Which county is Van Hook Township in?\nStep 2: What is the seat of that county?\n"
+                     "Dependencies: Step 2 depends on Step 1.")
+        elif text.rstrip().endswith("Dependencies:") and "Plan:\nStep 1:" in text[-400:]:
+            reply = "Step 1 depends on Step 2."
+        elif text.startswith("Express the dependencies"):
+            reply = "Step 2 -> Step 1"
+        else:
+            return self.inner.complete(request)
+        return Generation([Completion(reply)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [None, "small-model"])
+def test_hgot_small_model_preset_rewires_the_plan_on_the_real_model(smollm2, preset):
+    """draft_dependencies and rewrite_answers on SmolLM2 (only the plan is scripted): with the
+    preset, the plan's own dependency survives the reversed reflection, step 2 is rewritten with
+    step 1's answer as SmolLM2 found it, and searches with the rewrite (with the answer added in
+    brackets when SmolLM2 copied the step); with the paper's defaults the steps stay independent."""
+    method = build_method("hgot", _PlannedSmolLM2(smollm2), POOL, preset=preset, depth=1, samples=1, k=3,
+                          max_tokens=48, max_steps=2, entailment_delta=False, stop_similarity=1.0, structured="off")
+    ans = method.answer(Q)
+    assert ans.error is None, ans.error
+    (plan,) = ans.trace.root.find("plan")
+    notes = " ".join(e["message"] for e in plan.events)
+    rewrites = ans.trace.root.find("rewrite")
+    if preset is None:
+        assert plan.outputs["edges"] == [] and "treated as independent" in notes and not rewrites
+        return
+    assert plan.outputs["edges"] == [[1, 2]] and "(draft_dependencies)" in notes, notes
+    (rewrite,) = rewrites
+    root = ans.trace.root.find("traverse")[0]
+    step1, step2 = [t for t in root.find("traverse") if t is not root]
+    first = step1.outputs["answer"]
+    assert rewrite.outputs["context"].startswith(f"Step 1: Which county is Van Hook Township in? ANSWER: {first}.")
+    original, rewritten = rewrite.outputs["original"], rewrite.outputs["rewritten"]
+    copied = "(rewrite_answers)" in " ".join(e["message"] for e in rewrite.events)
+    if copied:  # SmolLM2 kept the step: step 1's answer is added
+        assert first and rewritten == f"{original} ({first})"
+    else:
+        assert rewritten != f"{original} ({first})"
+    assert step2.inputs["query"] == rewritten
 
 
 def test_hgot_runs_in_the_evaluation_runner(tmp_path):

@@ -206,13 +206,15 @@ class HGOTConfig(MethodConfig):
     #: Step 2", a backward edge that is dropped, so step 2 was never rewritten with step 1's
     #: answer), off by default, on in the ``small-model`` preset.
     draft_dependencies: bool = False
-    #: A REWRITE that leaves its step as it was (the same words, case and punctuation aside) gets
-    #: the answers of the step's in-neighbours added in brackets, so that the step searches and
-    #: reads with them: "What is the seat of the county where Van Hook Township is located?
-    #: (Mountrail County, North Dakota)". Not in the paper, whose C.4 demonstrations keep the
-    #: earlier answer out of the rewrite too: a departure for small models (issue 33; Qwen2.5-1.5B
-    #: copied the step, which then retrieved the first hop's passages again), off by default, on
-    #: in the ``small-model`` preset.
+    #: A REWRITE that leaves its step as it was, or that copies the question of one of the step's
+    #: in-neighbours (the same words, case and punctuation aside), is replaced by the step with
+    #: the in-neighbours' answers added in brackets, so that the step searches and reads with
+    #: them: "What is the seat of the county where Van Hook Township is located? (Mountrail
+    #: County, North Dakota)". Not in the paper, whose C.4 demonstrations keep the earlier answer
+    #: out of the rewrite too: a departure for small models (issue 33; Qwen2.5-1.5B copied the
+    #: step, which then retrieved the first hop's passages again, and in 11 of 45 rewrites copied
+    #: the in-neighbour's question, which then asked the first hop again), off by default, on in
+    #: the ``small-model`` preset.
     rewrite_answers: bool = False
 
 
@@ -369,8 +371,8 @@ class HGOT(RetrievingMethod):
             "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
             "are kept when self-reflection leaves none usable: the small model's reflection reversed "
             "them, so a later step was never rewritten with an earlier one's answer; and a rewrite that "
-            "copies its step gets the earlier answers added: the small model copied the step, which then "
-            "searched for the first hop again"),
+            "copies its step (or an earlier step's question) gets the earlier answers added: the small model "
+            "copied them, so the step searched for the first hop again"),
     }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
@@ -819,8 +821,12 @@ class HGOT(RetrievingMethod):
                 s.note("empty rewrite: the step is kept as it is")
                 out = original
             given = [answers[p] for p in preds if answers.get(p)]
-            if self.config.rewrite_answers and given and _words(out) == _words(original):
-                out = f"{original} ({'; '.join(given)})"
-                s.note("the rewrite kept the step as it was: the in-neighbours' answers are added (rewrite_answers)")
+            if self.config.rewrite_answers and given:
+                copied = _words(out) == _words(original)
+                earlier = [p for p in preds if _words(out) == _words(asked.get(p, graph.nodes[p]["question"]))]
+                if copied or earlier:
+                    what = "kept the step as it was" if copied else f"copied Step {earlier[0]}'s question"
+                    out = f"{original} ({'; '.join(given)})"
+                    s.note(f"the rewrite {what}: the step is kept with the in-neighbours' answers added (rewrite_answers)")
             s.output(original=original, rewritten=out, context=context)  # context: what Appendix D's Rewrite demo shows
             return out
