@@ -150,48 +150,64 @@ def test_loop_retrieves_for_verified_gaps_and_reranks_against_the_question():
     assert len(iterations) == 3 and "no knowledge gap" in iterations[-1].events[0]["message"]
 
 
-def bridge_world(bridges: list[str], nexts: list[str], gap_replies: list[str], votes: dict[str, str]):
-    """``world`` with the ``gaps=bridge`` prompts answered in turn."""
-    bridge_replies, next_replies, base = iter(bridges), iter(nexts), world(gap_replies, votes)
+HOP = "Who is part of The Bruce Lee Band?"
+
+
+def bridge_world(firsts: list[str], reads: dict[str, str], nexts: list[str], gap_replies: list[str],
+                 votes: dict[str, str]):
+    """``world`` with the ``gaps=bridge`` prompts answered: the first hops and the next questions
+    in turn, a hop read from the passages by ``reads`` (by the hop's question; "None" if absent)."""
+    first_replies, next_replies, base = iter(firsts), iter(nexts), world(gap_replies, votes)
 
     def reply(request: GenerationRequest) -> str:
         prompt = request.text()
-        if prompt.endswith("Intermediate entity:"):
-            return next(bridge_replies)
+        if prompt.endswith("First question:"):
+            return next(first_replies)
         if prompt.endswith("Next question:"):
             return next(next_replies)
+        asked = prompt.rsplit("\nQuestion: ", 1)[-1].removesuffix("\nAnswer:")
+        if prompt.startswith("Answer the question using the passages") and asked != Q:
+            return reads.get(asked, "None")
         return base(request)
 
     return reply
 
 
-def test_bridge_gaps_ask_about_the_entity_the_passages_name():
-    """``gaps=bridge`` (the small-model preset): the sub-question is asked about the
-    intermediate entity the passages name; with no entity, or a question that does not name it,
-    the missing facts are asked for as before."""
-    from hopqa.methods.leapquery import BRIDGE_PROMPT, NEXT_PROMPT
+def test_bridge_gaps_ask_one_hop_at_a_time():
+    """``gaps=bridge`` (the small-model preset): the first hop asked as a question of its own,
+    read from the passages, and the question about its answer searched; the next iteration reads
+    that question as its hop. A hop without an answer falls back to the missing facts."""
+    from hopqa.methods.leapquery import FIRST_HOP_PROMPT, NEXT_PROMPT, READ_PROMPT
 
     votes = {"What label did Mike Park start?": "True", "Who is Mike Park?": "True"}
-    llm = ScriptedLLM(bridge_world([" Mike Park.", "None"], ["What label did Mike Park start?\nextra"],
+    llm = ScriptedLLM(bridge_world([f" {HOP}\nextra"], {HOP: " Mike Park."}, ["What label did Mike Park start?\nextra"],
                                    ["1. Who is Mike Park?"], votes))
     method, retriever, _ = leap(llm, TABLE, SCORES, preset="small-model", max_iter=2)
     assert method.config.gaps == "bridge"
     ans = method.answer(Q)
     assert ans.error is None and retriever.queries == [Q, "What label did Mike Park start?", "Who is Mike Park?"]
     first, second = ans.trace.root.find("gaps")
-    assert first.outputs["bridge"] == "Mike Park" and first.outputs["made_by"] == "bridge"
+    assert (first.outputs["hop"], first.outputs["bridge"], first.outputs["made_by"]) == (HOP, "Mike Park", "bridge")
     assert first.outputs["subquestions"] == ["What label did Mike Park start?"]
-    assert second.outputs["bridge"] == "None" and "made_by" not in second.outputs  # no entity: the missing facts
-    assert any("no intermediate entity" in e["message"] for e in second.events)
+    # the second iteration's hop is the first's sub-question; no answer to it: the missing facts
+    assert second.outputs["hop"] == "What label did Mike Park start?" and "made_by" not in second.outputs
+    assert any("has no answer in the passages" in e["message"] for e in second.events)
     prompts = [r.text() for r in llm.requests]
     passages = "[1] Title A | Paragraph A text.\n\n[2] Title B | Paragraph B text."
-    assert prompts[0] == BRIDGE_PROMPT.format(question=Q, passages=passages)
-    assert prompts[1] == NEXT_PROMPT.format(question=Q, bridge="Mike Park")
-    # a next question that does not name the entity is not asked
-    llm = ScriptedLLM(bridge_world(["Mike Park"], ["Which label is it?"], ["None"], votes))
+    assert prompts[:3] == [FIRST_HOP_PROMPT.format(question=Q), READ_PROMPT.format(passages=passages, question=HOP),
+                           NEXT_PROMPT.format(question=Q, hop=HOP, bridge="Mike Park")]
+
+
+@pytest.mark.parametrize("read, nxt, note", [
+    ("Mike Park", "Which label is it?", "does not name 'Mike Park'"),  # the next question must name the entity
+    ("The Bruce Lee Band", "What label did The Bruce Lee Band start?", "is named in the question already"),
+    ("unknown", "What label did Mike Park start?", "has no answer in the passages"),
+])
+def test_a_bridge_that_leads_nowhere_asks_for_the_missing_facts(read, nxt, note):
+    llm = ScriptedLLM(bridge_world([HOP], {HOP: read}, [nxt], ["None"], {nxt: "True"}))
     method, retriever, _ = leap(llm, TABLE, SCORES, gaps="bridge")
     ans = method.answer(Q)
-    assert retriever.queries == [Q] and "does not name 'Mike Park'" in ans.trace.root.find("gaps")[0].events[0]["message"]
+    assert retriever.queries == [Q] and note in ans.trace.root.find("gaps")[0].events[0]["message"]
 
 
 def test_majority_vote_counts_each_sample():
@@ -508,7 +524,7 @@ def test_leapquery_end_to_end_open_setting_on_a_musique_question(smollm2, demo_i
 
 @pytest.mark.slow
 def test_leapquery_small_model_preset_end_to_end(smollm2, data_dir):
-    """The preset on the real model: each gap step asks for the intermediate entity first."""
+    """The preset on the real model: each gap step asks for the first hop, then reads it from the passages."""
     from hopqa.datasets import load_dataset
     from hopqa.retrieval.pool import CandidatePool
 
@@ -518,8 +534,10 @@ def test_leapquery_small_model_preset_end_to_end(smollm2, data_dir):
     ans = method.answer(ex.question)
     assert ans.error is None, ans.error
     (gaps,) = ans.trace.root.find("gaps")
-    assert "bridge" in gaps.outputs
-    assert gaps.llm_calls[0]["prompt"].endswith("Intermediate entity:")
+    assert gaps.llm_calls[0]["prompt"].endswith("First question:")
+    if "hop" in gaps.outputs:  # SmolLM2 wrote a first step: it was read from the passages
+        assert gaps.llm_calls[1]["prompt"].endswith(f"Question: {gaps.outputs['hop']}\nAnswer:")
+        assert "bridge" in gaps.outputs
     if gaps.outputs.get("made_by") == "bridge":
         (sub,) = gaps.outputs["subquestions"]
         assert sub == gaps.outputs["bridge_question"]

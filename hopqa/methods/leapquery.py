@@ -111,20 +111,22 @@ GAP_PROMPT = (
     GAP_TASK + ", as a numbered list. Write None only if the passages state every fact the answer needs."
     "\n\nMissing facts as questions:"
 )
-#: ``gaps=bridge`` (issue 33, not the paper's): the entity the passages name that the question goes
-#: through (the first hop's answer), then the one question about it the answer needs next.
-BRIDGE_PROMPT = (
-    "Question: {question}\n\nPassages:\n{passages}\n\n"
-    "A question like this one reaches its answer through an intermediate entity (a person, a place, a work, "
-    "an organisation) found on the way. Which entity named in the passages does the question go through? "
-    "Reply with its name only, or None if the passages name none.\nIntermediate entity:"
+#: ``gaps=bridge`` (issue 33, not the paper's): the hops one at a time. The first hop as a
+#: question of its own (``FIRST_HOP_PROMPT``, without passages), its answer read from the
+#: current passages (``READ_PROMPT``: the bridge entity), then the one question about that
+#: entity the answer needs next (``NEXT_PROMPT``), which is the hop the next iteration reads.
+FIRST_HOP_PROMPT = (
+    "Question: {question}\n\n"
+    "Answering this question takes two or more steps, one after another. Write the first step as a short "
+    "question that can be answered on its own.\nFirst question:"
 )
 NEXT_PROMPT = (
-    "Question: {question}\nIntermediate entity: {bridge}\n\n"
+    "Question: {question}\nEarlier question: {hop}\nIts answer: {bridge}\n\n"
     "Write the one question about {bridge} whose answer the question needs next. Name {bridge} in it.\n"
     "Next question:"
 )
-#: Tokens of the bridge entity and of the next question.
+#: Tokens of the first hop's question, of the bridge entity and of the next question.
+HOP_TOKENS = 48
 BRIDGE_TOKENS = 24
 NEXT_TOKENS = 48
 #: Self-verification (§3.3): one True/False judgement of a sub-question (the question, then the cue).
@@ -311,10 +313,12 @@ class LeapQueryConfig(MethodConfig):
     #: ``off`` (free text and forgiving parsers).
     structured: StructuredMode = "auto"
     #: How the sub-questions are made: ``missing-facts`` (``GAP_PROMPT`` / ``GAP_JSON_PROMPT``: the
-    #: facts the passages do not state) or ``bridge`` (``BRIDGE_PROMPT`` then ``NEXT_PROMPT``: the
-    #: entity the passages name that the question goes through, then the question about it the
-    #: answer needs next; the missing facts when no entity is named or the question does not name
-    #: it). ``bridge`` is not the paper's: a remedy for small models (issue 33).
+    #: facts the passages do not state) or ``bridge`` (one hop an iteration: the hop's question —
+    #: ``FIRST_HOP_PROMPT`` in the first iteration, the previous sub-question after — answered from
+    #: the current passages, then ``NEXT_PROMPT``: the question about that answer the question
+    #: needs next; the missing facts when the hop has no answer, its answer is a name the question
+    #: already holds, or the next question does not name it). ``bridge`` is not the paper's: a
+    #: remedy for small models (issue 33).
     gaps: Literal["missing-facts", "bridge"] = "missing-facts"
 
     def __post_init__(self) -> None:
@@ -350,7 +354,8 @@ class LeapQuery(RetrievingMethod):
         "small-model": Preset(
             {"gaps": "bridge"},
             "the gap questions restated the question or named other passages' entities, never the next hop's: "
-            "the sub-question is asked about the entity the passages name that the question goes through"),
+            "the hops are taken one at a time, each read from the passages, and the sub-question is asked "
+            "about the entity the hop's answer names"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
@@ -371,9 +376,10 @@ class LeapQuery(RetrievingMethod):
             top = self.rerank(question, self.retriever.search(question, cfg.k))
             s.output(passages=[p.id for p in top])
         asked = [question]  # the main question and every sub-question searched
+        hops: list[str] = []  # gaps=bridge: the hop questions, in order
         for it in range(1, cfg.max_iter + 1):
             with step("iteration", iteration=it) as s:
-                named = self.gaps(question, top)
+                named = self.gaps(question, top, hops)
                 if not named:
                     s.note("no knowledge gap named: stop")
                     break
@@ -408,14 +414,15 @@ class LeapQuery(RetrievingMethod):
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
         return Result(answer=reading.answer, passages=top)
 
-    def gaps(self, question: str, top: list[Passage]) -> list[str]:
-        """Query generation: the sub-questions for the knowledge gaps of ``top``."""
+    def gaps(self, question: str, top: list[Passage], hops: list[str] | None = None) -> list[str]:
+        """Query generation: the sub-questions for the knowledge gaps of ``top`` (``hops``: with
+        ``gaps=bridge``, the hop questions so far, to which the next one is added)."""
         cfg = self.config
         limit = cfg.max_subquestions
         with step("gaps") as s:
             passages = render_passages(top, max_words=cfg.max_passage_words)
             if cfg.gaps == "bridge":
-                sub = self.bridge_question(question, passages, s)
+                sub = self.bridge_question(question, passages, s, [] if hops is None else hops)
                 if sub:
                     s.output(subquestions=[sub], made_by="bridge")
                     return [sub]
@@ -433,24 +440,39 @@ class LeapQuery(RetrievingMethod):
             s.output(raw=gen.text, subquestions=subs)
         return subs
 
-    def bridge_question(self, question: str, passages: str, s: Any) -> str | None:
-        """``gaps=bridge``: the question about the entity the passages name that ``question``
-        goes through (two calls, recorded on ``s``), or None (noted) when there is no such
-        entity or the question made does not name it."""
-        gen = self.llm.generate(BRIDGE_PROMPT.format(question=question, passages=passages),
-                                max_tokens=BRIDGE_TOKENS, temperature=0.0, stop=["\n"])
-        bridge = clean_answer(first_line_after(gen.text, 0))
-        s.output(bridge=bridge)
-        if not normalize_answer(bridge) or normalize_answer(bridge) in ("none", "noanswer", "unknown"):
-            s.note("no intermediate entity named: the missing facts are asked for")
+    def bridge_question(self, question: str, passages: str, s: Any, hops: list[str]) -> str | None:
+        """``gaps=bridge``: the hop's question (the last of ``hops``; the first hop's, asked of the
+        LLM, when there is none), its answer from ``passages`` (the bridge entity), then the
+        question about it the answer needs next, added to ``hops`` and returned; None (noted) when
+        the hop has no answer, its answer is a name ``question`` already holds, or the next
+        question does not name it. Recorded on ``s``."""
+        if hops:
+            hop = hops[-1]
+        else:
+            gen = self.llm.generate(FIRST_HOP_PROMPT.format(question=question), max_tokens=HOP_TOKENS,
+                                    temperature=0.0, stop=["\n"])
+            hop = " ".join(first_line_after(gen.text, 0).split())
+            if not hop:
+                s.note("no first step written: the missing facts are asked for")
+                return None
+            hops.append(hop)
+        bridge = Reader(READ_PROMPT, max_tokens=BRIDGE_TOKENS).read(self.llm, hop, passages).answer
+        s.output(hop=hop, bridge=bridge)
+        words = normalize_answer(bridge).split()
+        if not words or " ".join(words) in ("none", "noanswer", "unknown"):
+            s.note("the hop has no answer in the passages: the missing facts are asked for")
             return None
-        gen = self.llm.generate(NEXT_PROMPT.format(question=question, bridge=bridge),
+        if set(words) <= set(normalize_answer(question).split()):
+            s.note(f"the hop's answer {bridge!r} is named in the question already: the missing facts are asked for")
+            return None
+        gen = self.llm.generate(NEXT_PROMPT.format(question=question, hop=hop, bridge=bridge),
                                 max_tokens=NEXT_TOKENS, temperature=0.0, stop=["\n"])
         sub = " ".join(first_line_after(gen.text, 0).split())
         s.output(bridge_question=sub)
-        if not sub or not set(normalize_answer(bridge).split()) <= set(normalize_answer(sub).split()):
+        if not sub or not set(words) <= set(normalize_answer(sub).split()):
             s.note(f"the next question does not name {bridge!r}: the missing facts are asked for")
             return None
+        hops.append(sub)
         return sub
 
     def verify(self, question: str, subs: list[str]) -> list[str]:
