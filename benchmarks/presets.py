@@ -111,16 +111,27 @@ def median_seconds(path: Path) -> float | None:
     return statistics.median(seconds) if seconds else None
 
 
+def variant_label(method: str, run: Path) -> str:
+    """A run's label in the figures: ``METHOD (VARIANT)`` for a method with a preset (its
+    defaults or its preset), the method alone for a baseline, whichever runs one report holds
+    (``hopqa report`` labels by method alone when they are unambiguous)."""
+    if not has_preset(method):
+        return method
+    return f"{method} ({PRESET if PRESET in run.parts else 'defaults'})"
+
+
 def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
     """One dataset and setting of ``figures.json``: its runs (complete ones) and their F1
     comparisons with Retrieve-then-Read, from ``hopqa report``'s JSON."""
     data = json.loads(report_json.read_text(encoding="utf-8"))
-    runs = [{"label": r["label"], "method": r["method"], "n": r["n"], "asked": r["asked"], "partial": r["partial"],
-             "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
+    rows = [r for r in data["rows"] if r["stratum"] == "all"]
+    labels = {r["label"]: variant_label(r["method"], Path(r["run"])) for r in rows}
+    runs = [{"label": labels[r["label"]], "method": r["method"], "n": r["n"], "asked": r["asked"],
+             "partial": r["partial"], "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
              "f1_by_id": f1_by_id(Path(r["run"]))}
-            for r in data["rows"] if r["stratum"] == "all"]
-    comparisons = [{k: c[k] for k in ("method", "n", "diff", "low", "high", "p_value", "wins", "ties", "losses",
-                                      "excludes_zero", "significant")}
+            for r in rows]
+    comparisons = [{**{k: c[k] for k in ("n", "diff", "low", "high", "p_value", "wins", "ties", "losses",
+                                         "excludes_zero", "significant")}, "method": labels.get(c["method"], c["method"])}
                    for c in data["comparisons"] if c["stratum"] == "all" and c["metric"] == "f1"]
     return {"dataset": dataset, "setting": setting, "runs": runs, "vs_retrieve_then_read": comparisons,
             "preset_vs_defaults": []}

@@ -1,6 +1,6 @@
 """Benchmarks write their figures as JSON with where they came from (``benchmarks/figures.py``),
-for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``eval_methods.py``
-and ``demo_choice.py`` against the fake server (two questions, no model)."""
+for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``eval_methods.py``,
+``demo_choice.py`` and ``presets.py`` against the fake server (two questions, no model)."""
 
 from __future__ import annotations
 
@@ -47,3 +47,19 @@ def test_demo_choice_writes_a_row_per_candidate_and_dataset(fault_server, tmp_pa
     assert figures["about"]["datasets"] == ["musique", "hotpotqa"] and figures["about"]["setting"] == "distractor"
     assert [(r["label"], r["dataset"], r["n"]) for r in figures["rows"]] == [
         ("retrieve-then-read", "musique", 2), ("retrieve-then-read", "hotpotqa", 2)]
+
+
+def test_presets_labels_each_run_by_its_variant(fault_server, tmp_path):  # noqa: F811
+    """A report of one variant labels runs by method alone; the figures name the variant of a
+    method with a preset, so that runs merged from several reports keep apart."""
+    server = fault_server()
+    done = _run("presets.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--datasets", "musique",
+                "--settings", "distractor", "--methods", "leapquery", "--variants", "small-model",
+                "--baselines", "retrieve-then-read", "--out", str(tmp_path / "bench"), "--figures",
+                str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (table,) = json.loads((tmp_path / "f.json").read_text())["tables"]
+    assert {r["label"]: r["n"] for r in table["runs"]} == {"retrieve-then-read": 2, "leapquery (small-model)": 2}
+    assert [c["method"] for c in table["vs_retrieve_then_read"]] == ["leapquery (small-model)"]
+    first, second = table["runs"]
+    assert len(first["f1_by_id"]) == 2 and first["f1_by_id"].keys() == second["f1_by_id"].keys()
