@@ -177,7 +177,7 @@ def test_bridge_gaps_ask_one_hop_at_a_time():
     """``gaps=bridge`` (the small-model preset): the first hop asked as a question of its own,
     read from the passages, and the question about its answer searched; the next iteration reads
     that question as its hop. A hop without an answer falls back to the missing facts."""
-    from hopqa.methods.leapquery import FIRST_HOP_PROMPT, NEXT_PROMPT, READ_PROMPT
+    from hopqa.methods.leapquery import FIRST_HOP_PROMPT, NEXT_PROMPT, READ_PROMPT, VERIFY_KNOWN_PROMPT, VERIFY_PROMPT
 
     votes = {"What label did Mike Park start?": "True", "Who is Mike Park?": "True"}
     llm = ScriptedLLM(bridge_world([f" {HOP}\nextra"], {HOP: " Mike Park."}, ["What label did Mike Park start?\nextra"],
@@ -196,6 +196,21 @@ def test_bridge_gaps_ask_one_hop_at_a_time():
     passages = "[1] Title A | Paragraph A text.\n\n[2] Title B | Paragraph B text."
     assert prompts[:3] == [FIRST_HOP_PROMPT.format(question=Q), READ_PROMPT.format(passages=passages, question=HOP),
                            NEXT_PROMPT.format(question=Q, hop=HOP, bridge="Mike Park")]
+    # the vote on the bridge's question is shown the hop's answer; a missing-facts question is not
+    bridge_vote = next(p for p in prompts if "Sub-question: What label did Mike Park start?" in p)
+    assert bridge_vote == VERIFY_KNOWN_PROMPT.format(question=Q, subquestion="What label did Mike Park start?",
+                                                     known=f'the answer to "{HOP}" is Mike Park')
+    assert next(p for p in prompts if "Sub-question: Who is Mike Park?" in p) == VERIFY_PROMPT.format(
+        question=Q, subquestion="Who is Mike Park?")
+
+
+def test_a_possessive_names_the_bridge():
+    """"Who is Natalie Wood's sister?" names Natalie Wood (SQuAD's normalisation reads "woods")."""
+    nxt = "What label did Natalie Wood's band start?"
+    llm = ScriptedLLM(bridge_world([HOP], {HOP: "Natalie Wood"}, [nxt], ["None"], {nxt: "True"}))
+    method, retriever, _ = leap(llm, {**TABLE, nxt: "EF"}, SCORES, gaps="bridge", max_iter=1)
+    ans = method.answer(Q)
+    assert retriever.queries == [Q, nxt] and ans.trace.root.find("gaps")[0].outputs["made_by"] == "bridge"
 
 
 @pytest.mark.parametrize("read, nxt, note", [

@@ -136,6 +136,12 @@ VERIFY_QUESTION = (
     "needed to answer the main question?"
 )
 VERIFY_PROMPT = VERIFY_QUESTION + " Answer True or False.\nAnswer:"
+#: ``gaps=bridge``: the vote on a sub-question made from a hop's answer is shown that answer
+#: (``Hops.known``), without which the question about the bridge entity looks unrelated to the
+#: main question ("Who is the father of Henry Baring?" for "Who is the father of Edward
+#: Baring's father?").
+VERIFY_KNOWN_QUESTION = VERIFY_QUESTION.replace("\nSub-question:", "\nKnown from the passages: {known}\nSub-question:")
+VERIFY_KNOWN_PROMPT = VERIFY_KNOWN_QUESTION + " Answer True or False.\nAnswer:"
 #: The answer from the final top-k (§3.5).
 READ_PROMPT = (
     "Answer the question using the passages below. Reply with a short answer of a few words, "
@@ -168,6 +174,7 @@ STATED_TOKENS = 64
 #: A vote as JSON.
 VOTE_SCHEMA = object_schema({"aligned": {"type": "boolean"}})
 VERIFY_JSON_PROMPT = VERIFY_QUESTION + "\n{reply}"
+VERIFY_KNOWN_JSON_PROMPT = VERIFY_KNOWN_QUESTION + "\n{reply}"
 VOTE_REPLY = json_reply({"aligned": True}) + " (true or false)"
 #: Room for the JSON wrapper of a structured call (keys, quotes, brackets), in tokens.
 JSON_TOKENS = 32
@@ -288,6 +295,21 @@ def read_vote(text: str) -> Parsed[bool]:
 
 
 @dataclass
+class Hops:
+    """``gaps=bridge``'s hops of one question: the hop questions in order (``asked``), and for
+    each sub-question made from a hop's answer, that answer as the vote is shown it (``known``)."""
+
+    asked: list[str] = field(default_factory=list)
+    known: dict[str, str] = field(default_factory=dict)
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text``, lower-cased, without articles, split at every non-word character
+    ("Natalie Wood's sister": natalie, wood, s, sister; SQuAD's normalisation would make "woods")."""
+    return [w for w in re.findall(r"[^\W_]+", text.lower()) if w not in ("a", "an", "the")]
+
+
+@dataclass
 class LeapQueryConfig(MethodConfig):
     #: Passages kept (the top-k the loop refines and the answer reads).
     k: int = 5
@@ -376,7 +398,7 @@ class LeapQuery(RetrievingMethod):
             top = self.rerank(question, self.retriever.search(question, cfg.k))
             s.output(passages=[p.id for p in top])
         asked = [question]  # the main question and every sub-question searched
-        hops: list[str] = []  # gaps=bridge: the hop questions, in order
+        hops = Hops()  # gaps=bridge: the hops taken
         for it in range(1, cfg.max_iter + 1):
             with step("iteration", iteration=it) as s:
                 named = self.gaps(question, top, hops)
@@ -389,7 +411,7 @@ class LeapQuery(RetrievingMethod):
                 if not subs:
                     s.note("every sub-question restates the question or one already searched: stop")
                     break
-                verified = self.verify(question, subs)
+                verified = self.verify(question, subs, hops.known)
                 if not verified:
                     s.note("no sub-question verified: stop")
                     break
@@ -414,15 +436,15 @@ class LeapQuery(RetrievingMethod):
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
         return Result(answer=reading.answer, passages=top)
 
-    def gaps(self, question: str, top: list[Passage], hops: list[str] | None = None) -> list[str]:
+    def gaps(self, question: str, top: list[Passage], hops: Hops | None = None) -> list[str]:
         """Query generation: the sub-questions for the knowledge gaps of ``top`` (``hops``: with
-        ``gaps=bridge``, the hop questions so far, to which the next one is added)."""
+        ``gaps=bridge``, the hops so far, to which the next one is added)."""
         cfg = self.config
         limit = cfg.max_subquestions
         with step("gaps") as s:
             passages = render_passages(top, max_words=cfg.max_passage_words)
             if cfg.gaps == "bridge":
-                sub = self.bridge_question(question, passages, s, [] if hops is None else hops)
+                sub = self.bridge_question(question, passages, s, Hops() if hops is None else hops)
                 if sub:
                     s.output(subquestions=[sub], made_by="bridge")
                     return [sub]
@@ -440,14 +462,14 @@ class LeapQuery(RetrievingMethod):
             s.output(raw=gen.text, subquestions=subs)
         return subs
 
-    def bridge_question(self, question: str, passages: str, s: Any, hops: list[str]) -> str | None:
-        """``gaps=bridge``: the hop's question (the last of ``hops``; the first hop's, asked of the
-        LLM, when there is none), its answer from ``passages`` (the bridge entity), then the
+    def bridge_question(self, question: str, passages: str, s: Any, hops: Hops) -> str | None:
+        """``gaps=bridge``: the hop's question (the last of ``hops.asked``; the first hop's, asked
+        of the LLM, when there is none), its answer from ``passages`` (the bridge entity), then the
         question about it the answer needs next, added to ``hops`` and returned; None (noted) when
         the hop has no answer, its answer is a name ``question`` already holds, or the next
         question does not name it. Recorded on ``s``."""
-        if hops:
-            hop = hops[-1]
+        if hops.asked:
+            hop = hops.asked[-1]
         else:
             gen = self.llm.generate(FIRST_HOP_PROMPT.format(question=question), max_tokens=HOP_TOKENS,
                                     temperature=0.0, stop=["\n"])
@@ -455,35 +477,40 @@ class LeapQuery(RetrievingMethod):
             if not hop:
                 s.note("no first step written: the missing facts are asked for")
                 return None
-            hops.append(hop)
+            hops.asked.append(hop)
         bridge = Reader(READ_PROMPT, max_tokens=BRIDGE_TOKENS).read(self.llm, hop, passages).answer
         s.output(hop=hop, bridge=bridge)
-        words = normalize_answer(bridge).split()
-        if not words or " ".join(words) in ("none", "noanswer", "unknown"):
+        words = _words(bridge)
+        if not words or " ".join(words) in ("none", "no answer", "unknown"):
             s.note("the hop has no answer in the passages: the missing facts are asked for")
             return None
-        if set(words) <= set(normalize_answer(question).split()):
+        if set(words) <= set(_words(question)):
             s.note(f"the hop's answer {bridge!r} is named in the question already: the missing facts are asked for")
             return None
         gen = self.llm.generate(NEXT_PROMPT.format(question=question, hop=hop, bridge=bridge),
                                 max_tokens=NEXT_TOKENS, temperature=0.0, stop=["\n"])
         sub = " ".join(first_line_after(gen.text, 0).split())
         s.output(bridge_question=sub)
-        if not sub or not set(words) <= set(normalize_answer(sub).split()):
+        if not sub or not set(words) <= set(_words(sub)):
             s.note(f"the next question does not name {bridge!r}: the missing facts are asked for")
             return None
-        hops.append(sub)
+        hops.asked.append(sub)
+        hops.known[sub] = f'the answer to "{hop}" is {bridge}'
         return sub
 
-    def verify(self, question: str, subs: list[str]) -> list[str]:
+    def verify(self, question: str, subs: list[str], known: dict[str, str] | None = None) -> list[str]:
         """Self-verification: ``votes`` sampled judgements per sub-question (one concurrent
-        batch), kept on a majority of True."""
+        batch), kept on a majority of True. A sub-question in ``known`` (``gaps=bridge``) is
+        judged with what it was made from (``VERIFY_KNOWN_PROMPT``)."""
         cfg = self.config
+        known = known or {}
         with step("verify", votes=cfg.votes) as s:
             structured = use_schema(self.llm, cfg.structured, who="LeapQuery's votes")
-            template, form = ((VERIFY_JSON_PROMPT, {"max_tokens": 4 + JSON_TOKENS // 2, "schema": VOTE_SCHEMA})
-                              if structured else (VERIFY_PROMPT, {"max_tokens": 4}))
-            requests = [GenerationRequest.make(template.format(question=question, subquestion=sub, reply=VOTE_REPLY),
+            form = {"max_tokens": 4 + JSON_TOKENS // 2, "schema": VOTE_SCHEMA} if structured else {"max_tokens": 4}
+            templates = (VERIFY_JSON_PROMPT, VERIFY_KNOWN_JSON_PROMPT) if structured else (VERIFY_PROMPT,
+                                                                                           VERIFY_KNOWN_PROMPT)
+            requests = [GenerationRequest.make(templates[sub in known].format(question=question, subquestion=sub,
+                                                                              known=known.get(sub), reply=VOTE_REPLY),
                                                n=cfg.votes, temperature=cfg.vote_temperature, seed=cfg.seed, **form)
                         for sub in subs]
             kept: list[str] = []
