@@ -374,10 +374,11 @@ class LeapQuery(RetrievingMethod):
     components: ClassVar[frozenset[str]] = RetrievingMethod.components | {"reranker"}
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"gaps": "bridge"},
+            {"gaps": "bridge", "rerank": "hybrid"},
             "the gap questions restated the question or named other passages' entities, never the next hop's: "
             "the hops are taken one at a time, each read from the passages, and the sub-question is asked "
-            "about the entity the hop's answer names"),
+            "about the entity the hop's answer names; and the LLM reranker gave almost every passage the "
+            "same score, so no sub-question's passage entered the top-k: BM25 fused with MiniLM ranks them"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
