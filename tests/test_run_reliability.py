@@ -273,6 +273,13 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
+def _interruptible() -> None:
+    """In the child before it runs: Ctrl-C as in a terminal. A test run started in the background
+    by a shell without job control (``make test &``) ignores SIGINT, and a child inherits that:
+    Python then installs no KeyboardInterrupt handler, so the tests' Ctrl-C would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _eval_args(questions: Path, out: Path, home: Path, url: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", str(questions), "--method", "direct",
             "--setting", "open", "--no-progress", "--out", str(out), "--home", str(home),
@@ -288,7 +295,8 @@ def test_cli_ctrl_c_exits_promptly_saying_how_to_resume(fault_server, tmp_path):
     questions = _question_file(tmp_path / "q.jsonl", good=200, bad=0)
     args = _eval_args(questions, tmp_path / "runs", tmp_path / "home", s.url, "--workers", "8")
     results = _results(tmp_path / "runs", questions)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_interruptible)
     try:
         assert wait_until(lambda: results.exists() and len(results.read_text().splitlines()) >= 5, timeout=60)
         proc.send_signal(signal.SIGINT)
@@ -369,7 +377,8 @@ def test_cli_million_question_file_starts_at_once_in_bounded_memory(fault_server
     assert path.stat().st_size > 64 * 2**20  # not counted first: a stream of unknown length
     args = _eval_args(path, tmp_path / "runs", tmp_path / "home", s.url, "--workers", "2")
     results = _results(tmp_path / "runs", path)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_interruptible)
     try:
         assert wait_until(lambda: results.exists() and len(results.read_text().splitlines()) >= 10, timeout=60)
         status = Path(f"/proc/{proc.pid}/status").read_text()
