@@ -221,6 +221,9 @@ POOL = CandidatePool([
     Passage("c", "Paris", "Paris is the capital of France."),
 ])
 Q = "What is the seat of the county where Van Hook Township is located?"
+#: PLAN's reply for ``Q``: two steps, the second depending on the first.
+PLAN = ("Step 1: Which county is Van Hook Township in?\nStep 2: What is the seat of that county?\n"
+        "Dependencies: Step 2 depends on Step 1.")
 
 
 def scripted_hgot(demo_set=None, **cfg) -> tuple[HGOT, ScriptedLLM]:
@@ -229,8 +232,7 @@ def scripted_hgot(demo_set=None, **cfg) -> tuple[HGOT, ScriptedLLM]:
         tail = t[-400:]
         if t.startswith("Sketch a plan"):
             if tail.strip().endswith("located?\nPlan:") or "Question: " + Q in tail:
-                return ("Step 1: Which county is Van Hook Township in?\nStep 2: What is the seat of that county?\n"
-                        "Dependencies: Step 2 depends on Step 1.")
+                return PLAN
             return "Step 1: " + tail.split("Question: ")[-1].split("\n")[0]  # restates the sub-query
         if t.startswith("Highlight interdependencies"):
             return "Step 2 depends on Step 1."
@@ -643,9 +645,8 @@ class _PlannedSmolLM2(LLMWrapper):
 
         text = request.text()
         if text.startswith("Sketch a plan") and "Question: " + Q in text[-400:]:
-            reply = ("Step 1: Which county is Van Hook Township in?\nStep 2: What is the seat of that county?\n"
-                     "Dependencies: Step 2 depends on Step 1.")
-        elif text.rstrip().endswith("Dependencies:") and "Plan:\nStep 1:" in text[-400:]:
+            reply = PLAN
+        elif text.startswith("Highlight interdependencies"):
             reply = "Step 1 depends on Step 2."
         elif text.startswith("Express the dependencies"):
             reply = "Step 2 -> Step 1"
