@@ -148,9 +148,12 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
             if not dirs:
                 continue
             print(f"\n## {dataset}, {setting} setting\n", flush=True)
-            cmd = [sys.executable, "-m", "hopqa.cli", "report", *map(str, dirs), "--baseline", "retrieve-then-read",
+            # without a Retrieve-then-Read run (``--baselines ""``) the report compares nothing with it
+            baseline = (["--baseline", "retrieve-then-read"]
+                        if run_dir(out, "defaults", dataset, setting, "retrieve-then-read").is_dir() else [])
+            cmd = [sys.executable, "-m", "hopqa.cli", "report", *map(str, dirs), *baseline,
                    "--metrics", "em,f1,support_recall", "--no-plots", "--out", str(out / f"report-{dataset}-{setting}")]
-            subprocess.run(cmd, check=False)
+            subprocess.run(cmd, check=True)
             table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting)
             tables.append(table)
             for method in methods:

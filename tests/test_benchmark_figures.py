@@ -63,3 +63,18 @@ def test_presets_labels_each_run_by_its_variant(fault_server, tmp_path):  # noqa
     assert [c["method"] for c in table["vs_retrieve_then_read"]] == ["leapquery (small-model)"]
     first, second = table["runs"]
     assert len(first["f1_by_id"]) == 2 and first["f1_by_id"].keys() == second["f1_by_id"].keys()
+
+
+def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault_server, tmp_path):  # noqa: F811
+    """``--baselines ""``: no Retrieve-then-Read run, so nothing is compared with it, and each
+    preset is still compared with its defaults on the same questions."""
+    server = fault_server()
+    done = _run("presets.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--datasets", "musique",
+                "--settings", "distractor", "--methods", "self-dc", "--baselines", "", "--out",
+                str(tmp_path / "bench"), "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (table,) = json.loads((tmp_path / "f.json").read_text())["tables"]
+    assert {r["label"] for r in table["runs"]} == {"self-dc (defaults)", "self-dc (small-model)"}
+    assert table["vs_retrieve_then_read"] == []
+    (against,) = table["preset_vs_defaults"]
+    assert (against["method"], against["n"]) == ("self-dc", 2)
