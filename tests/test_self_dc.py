@@ -207,7 +207,8 @@ def test_known_route_retrieve_reads_retrieved_passages_for_a_sure_question():
     from hopqa.methods.base import method_config
 
     cfg = method_config("self-dc", preset="small-model")
-    assert (cfg.confidence, cfg.known_route) == ("prob", "retrieve") and method_config("self-dc").known_route == "generate"
+    assert (cfg.confidence, cfg.known_route, cfg.k) == ("prob", "retrieve", 5)
+    assert (method_config("self-dc").known_route, method_config("self-dc").k) == ("generate", 3)
 
 
 def test_missing_confidence_counts_as_zero_and_is_noted():
@@ -368,6 +369,9 @@ def test_self_dc_small_model_preset_end_to_end(smollm2_logprobs, data_dir):
     assert not ans.trace.root.find("generate-then-read") and ans.usage.retrieval_calls >= 1
     assert all(n.outputs["route"] in ("retrieve-then-read", "decompose") for n in nodes(ans))
     assert not any(call["prompt"].startswith("Generate a background") for n in nodes(ans) for call in n.llm_calls)
+    # the preset's k: each retrieval asks for 5 passages (the paper's 3 by default)
+    reads = ans.trace.root.find("retrieve-then-read")
+    assert reads and all(len(r.outputs["passages"]) == 5 for r in reads)
 
 
 @pytest.mark.slow
