@@ -11,11 +11,7 @@ loader searches (see ``hopqa.datasets.paths``). No network is a ``RuntimeError``
 
 from __future__ import annotations
 
-import http.client
 import shutil
-import urllib.error
-import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,11 +66,15 @@ def _data_dirs(target: Path) -> str:
     return f"DATA_DIR = {target.parent.parent}, or any folder passed as --data-dir or HOPQA_DATA_DIR"
 
 
-_NETWORK_ERRORS = (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException)
-
-
 def _fetch(url: str, target: Path, timeout: float, name: str, progress: bool = True) -> None:
-    """Stream ``url`` into ``target`` (via ``target.part``); RuntimeError if it cannot."""
+    """Stream ``url`` into ``target`` (via ``target.part``); RuntimeError if it cannot. (``urllib``
+    and ``http.client`` are imported here, not with the module: every command that reads a
+    dataset imports this module, and they cost ~30 ms of its start.)"""
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    network_errors = (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException)
     part = target.with_name(target.name + ".part")
     request = urllib.request.Request(url, headers={"User-Agent": "hopqa (dataset download)"})
     try:
@@ -98,7 +98,7 @@ def _fetch(url: str, target: Path, timeout: float, name: str, progress: bool = T
             f"could not download {url}: HTTP {exc.code} {exc.reason} (the release may have moved); download it by "
             f"hand and put it in DATA_DIR/{name}/{target.name} ({_data_dirs(target)})"
         ) from exc
-    except _NETWORK_ERRORS as exc:
+    except network_errors as exc:
         part.unlink(missing_ok=True)
         reason = getattr(exc, "reason", exc)
         raise RuntimeError(
@@ -113,6 +113,8 @@ def _fetch(url: str, target: Path, timeout: float, name: str, progress: bool = T
 
 def _extract(archive: Path, members: tuple[tuple[str, str], ...], out_dir: Path) -> list[Path]:
     """Save the named members of a zip (matched by base name) into ``out_dir``."""
+    import zipfile
+
     written = []
     with zipfile.ZipFile(archive) as zf:
         by_base = {Path(info.filename).name: info for info in zf.infolist()
