@@ -444,15 +444,15 @@ def test_a_given_or_loadable_embedder_ranks_without_a_warning(monkeypatch):
 
     monkeypatch.setattr(embed, "MiniLMEmbedder", Loads)
     monkeypatch.setattr(embed, "_default", None)
-    for given in (None, embed.LexicalEmbedder()):
-        method = build_method("tor", ScriptedLLM(world_reply), ScriptedRetriever(TABLE), embedder=given, shots=1,
+    for embedder in (None, embed.LexicalEmbedder()):
+        method = build_method("tor", ScriptedLLM(world_reply), ScriptedRetriever(TABLE), embedder=embedder, shots=1,
                               recall_k=2, widths="3,2", depth=2, expansion="cot")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ans = method.answer(Q)
         assert not [w for w in caught if "Recall@15" in str(w.message)]
         (rank,) = ans.trace.root.find("rank")
-        assert rank.outputs["embedder"] == ("lexical" if given else "all-MiniLM-L6-v2") and not rank.events
+        assert rank.outputs["embedder"] == ("lexical" if embedder else "all-MiniLM-L6-v2") and not rank.events
 
 
 def test_bad_options_are_errors():
@@ -938,7 +938,6 @@ def test_eval_tor_and_cor_from_the_command_line(tmp_path, data_dir):
 
 # -- what ToR needs from the layers below ---------------------------------------------------------------
 def test_token_counts_and_context_windows():
-    from hopqa.llm.cache import CachedLLM, ResponseCache
     from hopqa.llm.openai import OpenAICompatibleLLM, OpenAIConfig
     from hopqa.runtime import traced_llm
 

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
 from hopqa.methods.demos import chain_of_thought as demo_cot
-from hopqa.methods.parsing import clean_answer, extract_answer, first_sentence
+from hopqa.methods.parsing import extract_answer, first_sentence
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
     Parsed,
