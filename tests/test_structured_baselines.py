@@ -120,6 +120,19 @@ def test_self_ask_inconsistent_json_forces_a_structured_final_answer():
         "JSON without a usable value: asking for the final answer")
 
 
+def test_self_ask_copied_examples_are_failed_parses_not_answers():
+    """SmolLM2-135M copies the reply's example into Self-Ask's turn and final answer ("the short
+    final answer" was its answer on 9 of 20 MuSiQue questions): both are failed parses, and the
+    answer is the documented default, not the example."""
+    llm = scripted([js(follow_up_needed=True, follow_up="the next follow up question, or empty when",
+                       final_answer="the short final answer when no follow up is needed"),
+                    js(final_answer="the short final answer")])
+    ans = build_method("self-ask", llm, POOL, shots=1).answer(Q)
+    assert ans.answer != "the short final answer" and "follow up" not in ans.answer
+    assert parses(ans, "follow_up") == [("turn", "failed", "the reply's example copied (follow_up, final_answer)")]
+    assert parses(ans, "final_answer") == [("final_answer", "failed", "the reply's example copied (final_answer)")]
+
+
 def test_self_ask_free_text_under_a_schema_is_a_fallback():
     llm = IgnoringLLM(replies=[f"Yes.\nFollow up:\n{SUB1}", "Mountrail County", "no idea", "Mountrail County"],
                       capabilities=JSON_LLM)

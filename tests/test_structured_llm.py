@@ -196,6 +196,28 @@ def test_read_records_how_it_parsed(text, structured, ignored, value, status):
     assert counts[status] == 1 and sum(counts.values()) == 1
 
 
+def test_a_copied_reply_example_is_no_value():
+    """A value a small model copied from the reply's example (``json_reply``) is dropped before
+    the step reads the object: the whole example, or its first words cut short; a real value,
+    a one-word beginning of an example and other fields stay."""
+    from hopqa.methods.structured import is_example, json_reply, without_examples
+
+    json_reply({"answer": "the placeholder answer of this test, or empty", "items": ["[an item of this test]"]})
+    assert is_example("The placeholder answer of this test, or empty.") and is_example("the  placeholder answer")
+    assert not is_example("the placeholder") and not is_example("Paris") and not is_example("") and not is_example(3)
+    obj, copied = without_examples({"answer": "the placeholder answer of this test", "items": ["[an item of this test]",
+                                                                                               "Who is X?"], "n": 1})
+    assert obj == {"items": ["Who is X?"], "n": 1} and copied == ["answer", "items"]
+    trace = Trace(question="q")
+    with trace.activate(), trace.step("final") as step:
+        parsed = read('{"answer": "the placeholder answer of this test, or empty"}', True, _from_json, _parse_text,
+                      field="answer")
+        kept = read('{"answer": "Paris"}', True, _from_json, _parse_text, field="answer")
+    assert (parsed.value, parsed.status) == (None, "failed") and parsed.how == "the reply's example copied (answer)"
+    assert (kept.value, kept.status) == ("Paris", "direct")
+    assert step.events[0]["status"] == "failed"
+
+
 def test_parse_counts_walk_every_step():
     trace = Trace(question="q")
     with trace.activate():

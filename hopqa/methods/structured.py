@@ -182,10 +182,15 @@ def read(
     recording (an output the parse rate does not count)."""
     if structured:
         obj, repaired = loads_object(text)
+        copied: list[str] = []
+        if obj is not None:
+            obj, copied = without_examples(obj)
         value = from_json(obj) if obj is not None else None
-        if value is not None:
+        if value is None and copied:
+            parsed: Parsed[T] = failed(f"the reply's example copied ({', '.join(copied)})")
+        elif value is not None:
             if schema_ignored:
-                parsed: Parsed[T] = fallback(value, "JSON in a reply the server did not constrain")
+                parsed = fallback(value, "JSON in a reply the server did not constrain")
             elif repaired:
                 parsed = fallback(value, "JSON cut short, closed")
             else:
@@ -207,5 +212,65 @@ def read(
 
 def json_reply(example: Mapping[str, Any]) -> str:
     """The instruction that closes a schema-constrained prompt: the reply's shape, shown by an
-    example object (field meanings are in the method's prompt)."""
+    example object (field meanings are in the method's prompt). Its strings are remembered as
+    examples (``without_examples``)."""
+    for text in _strings(example):
+        key = _example_key(text)
+        if key:
+            _EXAMPLES.add(key)
     return "Reply with one JSON object of this form: " + json.dumps(dict(example), ensure_ascii=False)
+
+
+#: Every string of a ``json_reply`` example, as ``_example_key`` writes it.
+_EXAMPLES: set[str] = set()
+#: A value this many words long or longer that begins an example is the example copied, cut short.
+EXAMPLE_PREFIX_WORDS = 3
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _example_key(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip(" .,")
+
+
+def is_example(value: Any) -> bool:
+    """Whether ``value`` is a string of a reply example (``json_reply``) copied into a reply:
+    the same words (case, spacing and a final stop aside), or, at ``EXAMPLE_PREFIX_WORDS``
+    words or more, the beginning of one ("the short final answer when no follow up is needed"
+    of "the short final answer when no follow up is needed, else empty")."""
+    if not isinstance(value, str):
+        return False
+    key = _example_key(value)
+    if not key:
+        return False
+    if key in _EXAMPLES:
+        return True
+    return len(key.split()) >= EXAMPLE_PREFIX_WORDS and any(e.startswith(key) for e in _EXAMPLES)
+
+
+def without_examples(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``obj`` without the values a small model copied from the reply's example (``is_example``:
+    SmolLM2-135M answered Self-Ask's final answer with "the short final answer"), a list
+    without such items; and the keys of what was dropped. A copied example is never an answer:
+    the step's ``from_json`` sees the field missing."""
+    out: dict[str, Any] = {}
+    copied: list[str] = []
+    for key, value in obj.items():
+        if isinstance(value, list):
+            kept = [v for v in value if not is_example(v)]
+            if len(kept) < len(value):
+                copied.append(key)
+            out[key] = kept
+        elif is_example(value):
+            copied.append(key)
+        else:
+            out[key] = value
+    return out, copied
