@@ -193,6 +193,40 @@ def call_layers_table(rows: list[dict[str, Any]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def every_method_table(method: str | None = None) -> str:
+    """docs/benchmarks/every-method.md: each ``benchmarks/eval_methods.py --figures`` file of
+    ``docs/results/every-method-*.json``, a row per method (its summary's metrics and cost per
+    question: parse rate where the method has structured steps), each file's date and model
+    beside its rows; with ``method``, that method's rows only (its own page)."""
+    first = "dataset, setting | n" if method else "method"
+    lines = [(f"| {first} | measured | EM | F1 | sup. recall | parsed | LLM calls/q | prompt tok/q | compl. tok/q "
+              "| retrievals/q | s/q | failed |"), "|" + "---|" * (13 if method else 12)]
+    for path in sorted((DOCS / "results").glob("every-method-*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        about = data["about"]
+        when = f"{about['date']}, {about['llm'].removeprefix('embedded:')}"
+        for row in data["rows"]:
+            if method is not None and row["method"] != method:
+                continue
+            m, c = row["metrics"], row["cost"]
+            label = row["method"] + (f" (`{' '.join(row['options'])}`)" if row["options"] else "")
+            if method:
+                label = f"{DATASET_NAMES.get(about['dataset'], about['dataset'])} {about['split']}, {about['setting']} | {row['n']}"
+            sup = f"{m['support_recall']:.2f}" if "support_recall" in m else "–"
+            parsed = f"{100 * m['parse_rate']:.0f} %" if m.get("parse_rate") is not None else "–"
+            lines.append(f"| {label} | {when} | {m.get('em', 0):.3f} | {m.get('f1', 0):.3f} | {sup} | {parsed} "
+                         f"| {c['llm_calls_per_q']:.1f} | {c['prompt_tokens_per_q']:.0f} "
+                         f"| {c['completion_tokens_per_q']:.0f} | {c['retrieval_calls_per_q']:.1f} "
+                         f"| {c['seconds_per_q']:.1f} | {row['failed']} |")
+    return "\n".join(lines) + "\n"
+
+
+DATASET_NAMES = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa": "2WikiMultihopQA"}
+#: Methods whose page shows their rows of the every-method figures (``every-method-NAME``).
+EVERY_METHOD_PAGES = ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot", "iter-retgen",
+                      "self-dc")
+
+
 def _cell(value: Any) -> str:
     """A value as a table cell: code, with ``|`` escaped."""
     text = json.dumps(value) if isinstance(value, (list, dict)) else ("None" if value is None else repr(value))
@@ -262,6 +296,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "presets-against-defaults": presets_against_defaults,
     "overhead": overhead_table,
     "call-layers": call_layers_table,
+    "every-method": every_method_table,
+    **{f"every-method-{name}": (lambda name=name: every_method_table(name)) for name in EVERY_METHOD_PAGES},
 }
 
 

@@ -400,7 +400,7 @@ def test_ctrl_c_on_the_real_model_keeps_finished_answers_and_resumes(smollm2, de
     corpus, open setting): Ctrl-C after the first answer cancels the question in flight at its
     next call, records none of it, and the resumed run answers the rest, once each."""
     examples = load_dataset("musique", "dev", limit=4)
-    method = build_method("self-ask", smollm2, demo_index, max_steps=2)
+    method = build_method("ircot", smollm2, demo_index, max_steps=2)  # always retrieves, then reasons: 2+ calls
 
     def interrupt(record):
         raise KeyboardInterrupt
