@@ -4,7 +4,7 @@ Retrieve-then-Read on the same questions (issue 16).
 
     .venv/bin/python benchmarks/structured_outputs.py [--datasets musique,hotpotqa] [--limit 10]
         [--methods retrieve-then-read,self-dc,gensco-stop,hgot,ircot,self-ask] [--modes auto,off]
-        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-issue16] [--report-only]
+        [--llm embedded:qwen2.5-1.5b] [--out runs/bench-issue16] [--report-only] [--figures FILE]
 
 Every (dataset, mode, method) is one ``hopqa eval`` run in the distractor setting under
 ``OUT/<mode>/``, resumable: re-running continues where it stopped, and a finished question is
@@ -18,7 +18,10 @@ response cache is off so that seconds per question are real.
 Prints, per dataset, one row per method and mode: EM, F1, supporting-paragraph recall, the
 parse rate (structured outputs read as asked) and fallback rate, LLM calls and seconds per
 question, with Retrieve-then-Read's F1 on the same questions; then the Self-DC confidence
-histogram (tenths) per mode.
+histogram (tenths) per mode. ``--figures`` (default ``OUT/figures.json``) writes the rows (each
+run's ``summarize`` metrics and cost, Retrieve-then-Read's F1 on the same questions) and the
+confidence histograms as JSON with the date, machine, model and command
+(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` to render the docs' tables from.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
 
 from hopqa.evaluation.runner import read_results, summarize
 
@@ -104,6 +110,8 @@ def cited_samples(records: dict[str, dict]) -> tuple[int, int]:
 
 def report(args: argparse.Namespace, datasets: list[str], modes: list[str], methods: list[str]) -> None:
     out = Path(args.out)
+    rows: list[dict] = []
+    histograms: list[dict] = []
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; dev, distractor setting, first {args.limit} questions; LLM response cache off")
     for dataset in datasets:
@@ -126,6 +134,9 @@ def report(args: argparse.Namespace, datasets: list[str], modes: list[str], meth
                 rtr_f1 = f"{sum(same) / len(same):.2f} ({len(same)})" if same else "–"
                 parsed = f"{m['parse_rate']:.1%}" if "parse_rate" in m else "–"
                 fallback = f"{m['parse_fallback_rate']:.1%}" if "parse_fallback_rate" in m else "–"
+                rows.append({"dataset": dataset, "method": method, "structured": None if method in UNSTRUCTURED else mode,
+                             "n": s.n, "failed": s.failed, "metrics": m, "cost": c,
+                             "rtr_f1_same": sum(same) / len(same) if same else None, "rtr_n_same": len(same)})
                 print(f"| {method} | {mode if method not in UNSTRUCTURED else '–'} | {s.n} | {m.get('em', 0):.2f} "
                       f"| {m.get('f1', 0):.2f} | {m.get('support_recall', 0):.2f} | {parsed} | {fallback} "
                       f"| {c['llm_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} | {rtr_f1} |")
@@ -142,6 +153,12 @@ def report(args: argparse.Namespace, datasets: list[str], modes: list[str], meth
                     hist = Counter(min(9, int(v * 10)) for v in values)
                     cells = " ".join(f"{k / 10:.1f}:{hist[k]}" for k in range(10))
                     print(f"\n{label} confidences ({mode}, {len(values)} values, bins of 0.1): {cells}")
+                    histograms.append({"dataset": dataset, "method": label, "structured": mode,
+                                       "bins": [hist[k] for k in range(10)]})
+    target = write_figures(args.figures or out / "figures.json",
+                           about(llm=args.llm, datasets=datasets, limit=args.limit, setting="distractor",
+                                 response_cache="off"), rows=rows, confidence_histograms=histograms)
+    print(f"figures: {target}", file=sys.stderr)
 
 
 def main() -> None:
@@ -153,6 +170,7 @@ def main() -> None:
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/bench-issue16")
     ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
+    ap.add_argument("--figures", help="where the rows go as JSON (default OUT/figures.json)")
     args = ap.parse_args()
     datasets = [d for d in args.datasets.split(",") if d]
     modes = [m for m in args.modes.split(",") if m]

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/tree_of_reviews.py [--datasets 2wikimultihopqa,musique]
         [--limits 5,10] [--methods retrieve-then-read,cor,ircot,tor] [--llm embedded:qwen2.5-1.5b]
-        [--out runs/bench-tor] [--report-only]
+        [--out runs/bench-tor] [--report-only] [--figures FILE]
 
 Every (dataset, method) is one ``hopqa eval`` run on the first dev questions in the distractor
 setting, each method with its defaults (ToR: depth 3, widths 5,3,3, MPC expansion, both
@@ -18,7 +18,9 @@ recall: every method here returns at most 15 paragraphs — Retrieve-then-Read i
 per question), #Doc (distinct paragraphs reviewed), #Doc/#API, #Evidence, the parse rate (of
 ToR's and CoR's reviews, of IRCoT's structured steps) and the share a forgiving rule read, and
 seconds per question — the columns of the paper's
-Tables 1, 2 and 5.
+Tables 1, 2 and 5. ``--figures`` (default ``OUT/figures.json``) writes those rows (each run's
+``summarize`` metrics and cost) as JSON with the date, machine, model and command
+(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` to render the docs' tables from.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
 
 from hopqa.evaluation.runner import read_results, summarize
 
@@ -51,6 +56,7 @@ def _cell(metrics: dict, key: str, form: str) -> str:
 
 
 def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) -> None:
+    rows: list[dict] = []
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; dev, distractor setting; LLM response cache off")
     for dataset in datasets:
@@ -66,11 +72,15 @@ def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) ->
             records = list(read_results(path).values())
             s = summarize(records, path.parent)
             m, c = s.metrics, s.cost
+            rows.append({"dataset": dataset, "method": method, "n": s.n, "failed": s.failed, "metrics": m, "cost": c})
             print(f"| {method} | {s.n} | {m.get('em', 0):.2f} | {m.get('f1', 0):.2f} "
                   f"| {_cell(m, 'support_recall', '{:.2f}')} | {c['llm_calls_per_q']:.1f} "
                   f"| {_cell(m, 'docs_reviewed', '{:.1f}')} | {_cell(m, 'docs_per_call', '{:.1%}')} "
                   f"| {_cell(m, 'evidence', '{:.1f}')} | {_cell(m, 'parse_rate', '{:.1%}')} "
                   f"| {_cell(m, 'parse_fallback_rate', '{:.1%}')} | {c['seconds_per_q']:.0f} |")
+    target = write_figures(args.figures or Path(args.out) / "figures.json",
+                           about(llm=args.llm, datasets=datasets, setting="distractor", response_cache="off"), rows=rows)
+    print(f"figures: {target}", file=sys.stderr)
 
 
 def main() -> None:
@@ -81,6 +91,7 @@ def main() -> None:
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/bench-tor")
     ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
+    ap.add_argument("--figures", help="where the rows go as JSON (default OUT/figures.json)")
     args = ap.parse_args()
     datasets = [d for d in args.datasets.split(",") if d]
     methods = [m for m in args.methods.split(",") if m]

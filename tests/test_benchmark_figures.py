@@ -1,6 +1,6 @@
 """Benchmarks write their figures as JSON with where they came from (``benchmarks/figures.py``),
 for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``eval_methods.py``,
-``demo_choice.py`` and ``presets.py`` against the fake server (two questions, no model)."""
+``demo_choice.py``, ``presets.py``, ``tree_of_reviews.py`` and ``structured_outputs.py`` against the fake server (two questions, no model)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,29 @@ def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault
     assert table["vs_retrieve_then_read"] == []
     (against,) = table["preset_vs_defaults"]
     assert (against["method"], against["n"]) == ("self-dc", 2)
+
+
+def test_tree_of_reviews_writes_a_row_per_dataset_and_method(fault_server, tmp_path):  # noqa: F811
+    server = fault_server()
+    done = _run("tree_of_reviews.py", "--llm", f"openai:fake@{server.url}", "--limits", "1", "--datasets", "musique",
+                "--methods", "retrieve-then-read,ircot", "--out", str(tmp_path / "tor"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "tor" / "figures.json").read_text())
+    about = figures["about"]
+    assert about["command"].startswith("benchmarks/tree_of_reviews.py --llm openai:fake@")
+    assert about["datasets"] == ["musique"] and about["response_cache"] == "off"
+    assert [(r["dataset"], r["method"], r["n"]) for r in figures["rows"]] == [
+        ("musique", "retrieve-then-read", 1), ("musique", "ircot", 1)]
+    assert figures["rows"][0]["cost"]["retrieval_calls_per_q"] == 1.0 and "f1" in figures["rows"][1]["metrics"]
+
+
+def test_structured_outputs_writes_a_row_per_method_and_mode(fault_server, tmp_path):  # noqa: F811
+    server = fault_server()
+    done = _run("structured_outputs.py", "--llm", f"openai:fake@{server.url}", "--limit", "1", "--datasets", "musique",
+                "--methods", "retrieve-then-read,ircot", "--out", str(tmp_path / "so"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "so" / "figures.json").read_text())
+    assert figures["about"]["command"].startswith("benchmarks/structured_outputs.py --llm openai:fake@")
+    assert [(r["method"], r["structured"], r["n"]) for r in figures["rows"]] == [
+        ("retrieve-then-read", None, 1), ("ircot", "auto", 1), ("ircot", "off", 1)]
+    assert all(r["rtr_n_same"] == 1 for r in figures["rows"]) and figures["confidence_histograms"] == []
