@@ -253,7 +253,9 @@ def is_example(value: Any) -> bool:
         return False
     if key in _EXAMPLES:
         return True
-    return len(key.split()) >= EXAMPLE_PREFIX_WORDS and any(e.startswith(key) for e in _EXAMPLES)
+    # a snapshot (``tuple`` copies the set in one step under the GIL): a method building its
+    # first prompt on another worker thread may add to the set meanwhile
+    return len(key.split()) >= EXAMPLE_PREFIX_WORDS and any(e.startswith(key) for e in tuple(_EXAMPLES))
 
 
 def without_examples(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
