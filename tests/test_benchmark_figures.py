@@ -80,27 +80,27 @@ def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault
     assert (against["method"], against["n"]) == ("self-dc", 2)
 
 
-def test_tree_of_reviews_writes_a_row_per_dataset_and_method(fault_server, tmp_path):  # noqa: F811
-    server = fault_server()
-    done = _run("tree_of_reviews.py", "--llm", f"openai:fake@{server.url}", "--limits", "1", "--datasets", "musique",
-                "--methods", "retrieve-then-read,ircot", "--out", str(tmp_path / "tor"), cwd=tmp_path)
+def _figures_of(script: str, server, tmp_path: Path, *args: str) -> dict:
+    """Run ``script`` on the fake server's musique dev (retrieve-then-read and IRCoT, one question)
+    into ``tmp_path / "out"``; the figures it wrote there, whose command names the script."""
+    done = _run(script, "--llm", f"openai:fake@{server.url}", "--datasets", "musique", "--methods",
+                "retrieve-then-read,ircot", "--out", str(tmp_path / "out"), *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    figures = json.loads((tmp_path / "tor" / "figures.json").read_text())
-    about = figures["about"]
-    assert about["command"].startswith("benchmarks/tree_of_reviews.py --llm openai:fake@")
-    assert about["datasets"] == ["musique"] and about["response_cache"] == "off"
+    figures = json.loads((tmp_path / "out" / "figures.json").read_text())
+    assert figures["about"]["command"].startswith(f"benchmarks/{script} --llm openai:fake@")
+    return figures
+
+
+def test_tree_of_reviews_writes_a_row_per_dataset_and_method(fault_server, tmp_path):  # noqa: F811
+    figures = _figures_of("tree_of_reviews.py", fault_server(), tmp_path, "--limits", "1")
+    assert figures["about"]["datasets"] == ["musique"] and figures["about"]["response_cache"] == "off"
     assert [(r["dataset"], r["method"], r["n"]) for r in figures["rows"]] == [
         ("musique", "retrieve-then-read", 1), ("musique", "ircot", 1)]
     assert figures["rows"][0]["cost"]["retrieval_calls_per_q"] == 1.0 and "f1" in figures["rows"][1]["metrics"]
 
 
 def test_structured_outputs_writes_a_row_per_method_and_mode(fault_server, tmp_path):  # noqa: F811
-    server = fault_server()
-    done = _run("structured_outputs.py", "--llm", f"openai:fake@{server.url}", "--limit", "1", "--datasets", "musique",
-                "--methods", "retrieve-then-read,ircot", "--out", str(tmp_path / "so"), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    figures = json.loads((tmp_path / "so" / "figures.json").read_text())
-    assert figures["about"]["command"].startswith("benchmarks/structured_outputs.py --llm openai:fake@")
+    figures = _figures_of("structured_outputs.py", fault_server(), tmp_path, "--limit", "1")
     assert [(r["method"], r["structured"], r["n"]) for r in figures["rows"]] == [
         ("retrieve-then-read", None, 1), ("ircot", "auto", 1), ("ircot", "off", 1)]
     assert all(r["rtr_n_same"] == 1 for r in figures["rows"]) and figures["confidence_histograms"] == []
