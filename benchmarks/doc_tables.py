@@ -157,6 +157,82 @@ def presets_against_defaults() -> str:
     return "\n".join(lines) + "\n"
 
 
+def demo_candidates(dataset: str = "musique", setting: str = "open", demo: str = "ircot") -> str:
+    """docs/benchmarks/demo-method.md: every run of the presets benchmark in the setting ``hopqa
+    ask`` works in, against the demo's method (``demo``) on the questions both answered (paired
+    by id from each run's ``f1_by_id``, ``hopqa.evaluation.stats.compare``)."""
+    from hopqa.evaluation.stats import compare
+
+    figures = json.loads(PRESETS.read_text(encoding="utf-8"))
+    table = next(t for t in figures["tables"] if t["dataset"] == dataset and t["setting"] == setting)
+    runs = {run["label"]: run for run in table["runs"]}
+    reference = runs[demo].get("f1_by_id")
+    lines = [f"| method | F1 | s/q (median) | against {demo}, F1 [95 % interval], p, win / tie / loss |",
+             "|---|---|---|---|"]
+    for label, run in sorted(runs.items(), key=lambda item: -item[1]["f1"]):
+        seconds = f"{run['median_seconds']:.0f}" if run["median_seconds"] is not None else "–"
+        if label == demo:
+            against = "(the demo's method)"
+        elif reference is None or "f1_by_id" not in run:
+            against = f"– ({'its' if reference is not None else demo + chr(39) + 's'} records are gone)"
+        else:
+            shared = sorted(reference.keys() & run["f1_by_id"].keys())
+            c = compare([run["f1_by_id"][i] for i in shared], [reference[i] for i in shared])
+            against = _against({"diff": c.diff, "low": c.low, "high": c.high, "p_value": c.p_value,
+                                "wins": c.wins, "ties": c.ties, "losses": c.losses, "significant": c.significant})
+            against += f" ({len(shared)} questions)" if len(shared) != len(reference) else ""
+        lines.append(f"| {_preset_label(label)} | {run['f1']:.3f} | {seconds} | {against} |")
+    return "\n".join(lines) + "\n"
+
+
+#: ``benchmarks/retrieval.py --figures``.
+RETRIEVAL = DOCS / "results" / "retrieval.json"
+
+
+def _ms(x: float) -> str:
+    """Milliseconds as the docs write them: one decimal below 100, none above."""
+    return f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
+def retrieval_table(part: str) -> str:
+    """docs/benchmarks/speed.md: one part of ``docs/results/retrieval.json`` (engines, faiss,
+    indexes, hnsw; recall and milvus by ``retrieval_recall_table``)."""
+    rows = json.loads(RETRIEVAL.read_text(encoding="utf-8"))["rows"][part]
+    columns: dict[str, list[tuple[str, Callable[[dict[str, Any]], str]]]] = {
+        "engines": [("passages", lambda r: f"{r['passages']:,}"), ("engine", lambda r: r["engine"]),
+                    ("build s", lambda r: f"{r['build_s']:.1f}"), ("index MB", lambda r: f"{r['index_mb']:.0f}"),
+                    ("open s", lambda r: f"{r['open_s']:.2f}"), ("first query ms", lambda r: f"{r['first_ms']:.1f}"),
+                    ("p50 ms", lambda r: f"{r['p50_ms']:.2f}"), ("p95 ms", lambda r: f"{r['p95_ms']:.2f}")],
+        "faiss": [("vectors", lambda r: f"{r['vectors']:,}"), ("index", lambda r: r["index"]),
+                  ("build s", lambda r: f"{r['build_s']:.1f}"), ("p50 ms", lambda r: f"{r['p50_ms']:.2f}"),
+                  ("p95 ms", lambda r: f"{r['p95_ms']:.2f}"), ("recall@10 vs exact", lambda r: f"{r['recall_at_10']:.3f}")],
+        "indexes": [("retriever", lambda r: r["retriever"]), ("build s", lambda r: f"{r['build_s']:.1f}"),
+                    ("index MB", lambda r: f"{r['index_mb']:.0f}")],
+        "hnsw": [("efSearch", lambda r: str(r["ef_search"])), ("recall@10 vs exact", lambda r: f"{r['recall_at_10']:.3f}"),
+                 ("p50 ms", lambda r: f"{r['p50_ms']:.2f}"), ("p95 ms", lambda r: f"{r['p95_ms']:.2f}")],
+    }[part]
+    lines = ["| " + " | ".join(name for name, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def retrieval_recall_table(part: str) -> str:
+    """docs/benchmarks/speed.md: recall of the gold supporting paragraphs on the demo corpus by
+    retriever (``recall``) or by milvus-lite's search mode (``milvus``); the best of a dataset at
+    each depth in bold (every one that ties it, to three decimals)."""
+    rows = json.loads(RETRIEVAL.read_text(encoding="utf-8"))["rows"][part]
+    what = "retriever" if part == "recall" else "mode"
+    lines = [f"| dataset | {what} | R@5 | R@10 | R@20 | p50 ms | p95 ms |", "|---|---|---|---|---|---|---|"]
+    best = {(r["dataset"], k): max(round(s[k], 3) for s in rows if s["dataset"] == r["dataset"])
+            for r in rows for k in ("r5", "r10", "r20")}
+    for r in rows:
+        cells = [f"**{r[k]:.3f}**" if round(r[k], 3) == best[(r["dataset"], k)] else f"{r[k]:.3f}"
+                 for k in ("r5", "r10", "r20")]
+        lines.append(f"| {DATASET_NAMES.get(r['dataset'], r['dataset'])} | {r[what]} | {' | '.join(cells)} "
+                     f"| {_ms(r['p50_ms'])} | {_ms(r['p95_ms'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def overhead_table() -> str:
     """docs/benchmarks/speed.md: each ``benchmarks/eval_overhead.py --figures`` file of
     ``docs/results/overhead-*.json``, a row per harness and method (1 and 8 workers)."""
@@ -294,6 +370,10 @@ TABLES: dict[str, Callable[[], str]] = {
     "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),
     "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa", with_setting=False),
     "presets-against-defaults": presets_against_defaults,
+    "demo-candidates": demo_candidates,
+    **{f"retrieval-{part}": (lambda part=part: retrieval_table(part)) for part in ("engines", "faiss", "indexes", "hnsw")},
+    "retrieval-recall": lambda: retrieval_recall_table("recall"),
+    "retrieval-milvus": lambda: retrieval_recall_table("milvus"),
     "overhead": overhead_table,
     "call-layers": call_layers_table,
     "every-method": every_method_table,

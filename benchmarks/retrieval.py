@@ -2,7 +2,7 @@
 supporting paragraphs on the demo corpus for every retriever (issue 17).
 
     .venv/bin/python benchmarks/retrieval.py [--part engines] [--part recall]
-        [--sizes 10000,25000,50000,100000] [--home DIR] [--limit 100]
+        [--sizes 10000,25000,50000,100000] [--home DIR] [--limit 100] [--figures FILE]
 
 ``engines``: synthetic corpora (~100-word passages over a Zipfian vocabulary, 300 queries of
 8-15 words) at each size: bm25s (hopqa's backend choice: numpy below 200k passages) and
@@ -25,6 +25,10 @@ by the MiniLM bi-encoder (depth 30), with each retriever's query p50 / p95 ms, o
 100 dev questions of each (``--limit``). The first run
 embeds the demo corpus (168 s on 2 cores; cached in <home>/cache/embeddings).
 
+``--figures FILE`` also writes every part's rows as JSON with the date, the machine and its
+load average, and the command (``docs/results/retrieval.json`` is such a file, from which
+``benchmarks/doc_tables.py`` renders the retrieval tables of docs/benchmarks/speed.md).
+
 Run nothing else meanwhile (the embedded LLM busy-waits on both cores).
 """
 
@@ -38,6 +42,20 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
+
+#: Every part's rows as it measures them (``--figures``): part -> rows of numbers.
+ROWS: dict[str, list[dict[str, Any]]] = {}
+#: What a part measured once, beside its rows (``--figures``): part -> fields.
+NOTES: dict[str, dict[str, Any]] = {}
+
+
+def row(part: str, **fields: Any) -> dict[str, Any]:
+    """Keep one row of ``part`` for ``--figures``; the row."""
+    ROWS.setdefault(part, []).append(fields)
+    return fields
 
 
 def pct(values: list[float], q: float) -> float:
@@ -100,6 +118,8 @@ def bench_engines(sizes: list[int]) -> None:
                 opened = time.perf_counter() - t0
                 first, p50, p95 = timed_queries(r.search, queries)
                 label = f"bm25s ({r.backend})" if engine == "bm25s" else engine
+                row("engines", passages=n, engine=label, build_s=built, index_mb=du_mb(d), open_s=opened,
+                    first_ms=first, p50_ms=p50, p95_ms=p95)
                 print(f"| {n:,} | {label} | {built:.1f} | {du_mb(d):.0f} | {opened:.2f} | {first:.1f} | {p50:.2f} "
                       f"| {p95:.2f} |", flush=True)
     import faiss
@@ -135,6 +155,8 @@ def bench_engines(sizes: list[int]) -> None:
             if exact is None:
                 exact = rows
             recall = statistics.mean(len(a & b) / 10 for a, b in zip(rows, exact))
+            row("faiss", vectors=n, index=kind, build_s=build, p50_ms=statistics.median(lat), p95_ms=pct(lat, 0.95),
+                recall_at_10=recall)
             print(f"| {n:,} | {kind} | {build:.1f} | {statistics.median(lat):.2f} | {pct(lat, 0.95):.2f} | {recall:.3f} |",
                   flush=True)
 
@@ -143,8 +165,9 @@ def _key(p: Any) -> tuple[str, str]:
     return (" ".join(p.title.split()), " ".join(p.text.split()))
 
 
-def recall_cells(retriever: Any, examples: list[Any]) -> str:
-    """R@5 | R@10 | R@20 of the gold supporting paragraphs, then query p50 | p95 ms."""
+def recall_figures(retriever: Any, examples: list[Any]) -> dict[str, float]:
+    """Recall@5 / @10 / @20 of the gold supporting paragraphs (``r5``, ``r10``, ``r20``), then
+    query ``p50_ms`` / ``p95_ms``."""
     recalls: dict[int, list[float]] = {5: [], 10: [], 20: []}
     lat = []
     for ex in examples:
@@ -154,8 +177,14 @@ def recall_cells(retriever: Any, examples: list[Any]) -> str:
         gold = {_key(p) for p in ex.supporting}
         for k in recalls:
             recalls[k].append(len(gold & {_key(p) for p in hits[:k]}) / len(gold))
-    return " | ".join(f"{statistics.mean(v):.3f}" for v in recalls.values()) + \
-        f" | {statistics.median(lat):.1f} | {pct(lat, 0.95):.1f}"
+    return {**{f"r{k}": statistics.mean(v) for k, v in recalls.items()},
+            "p50_ms": statistics.median(lat), "p95_ms": pct(lat, 0.95)}
+
+
+def recall_cells(figures: dict[str, float]) -> str:
+    """R@5 | R@10 | R@20 | p50 ms | p95 ms of ``recall_figures``."""
+    return (" | ".join(f"{figures[k]:.3f}" for k in ("r5", "r10", "r20"))
+            + f" | {figures['p50_ms']:.1f} | {figures['p95_ms']:.1f}")
 
 
 def bench_recall(home: Path, limit: int | None) -> None:
@@ -179,7 +208,9 @@ def bench_recall(home: Path, limit: int | None) -> None:
         t0 = time.perf_counter()
         built[name] = build_corpus_index(corpus, out / name.split()[0] / engine, kind, engine=engine,
                                          embedder=embedder, cache_dir=home / "cache" / "embeddings", progress=True)
-        print(f"| {name} | {time.perf_counter() - t0:.1f} | {du_mb(out / name.split()[0] / engine):.0f} |", flush=True)
+        seconds, mb = time.perf_counter() - t0, du_mb(out / name.split()[0] / engine)
+        row("indexes", retriever=name, build_s=seconds, index_mb=mb)
+        print(f"| {name} | {seconds:.1f} | {mb:.0f} |", flush=True)
     hybrid = HybridRetriever([built["bm25 (bm25s)"], built["dense (MiniLM, faiss flat)"]])
     built["hybrid (RRF)"] = hybrid
     built["hybrid + bi-encoder rerank (depth 30)"] = RerankingRetriever(hybrid, BiEncoderReranker(embedder), depth=30)
@@ -191,7 +222,9 @@ def bench_recall(home: Path, limit: int | None) -> None:
         for name, retriever in built.items():
             retriever.search("warm-up query (ONNX export, numba, caches)", 20)
             embedder._cache.clear()  # every retriever encodes its own queries and passages: no reuse across rows
-            print(f"| {dataset} | {len(examples)} | {name} | {recall_cells(retriever, examples)} |", flush=True)
+            figures = row("recall", dataset=dataset, questions=len(examples), retriever=name,
+                          **recall_figures(retriever, examples))
+            print(f"| {dataset} | {len(examples)} | {name} | {recall_cells(figures)} |", flush=True)
 
 
 def bench_hnsw(home: Path, limit: int | None) -> None:
@@ -213,6 +246,7 @@ def bench_hnsw(home: Path, limit: int | None) -> None:
     hnsw.hnsw.efConstruction = 40
     hnsw.add(x)
     build = time.perf_counter() - t0
+    NOTES["hnsw"] = {"vectors": int(flat.ntotal), "questions": len(questions), "build_s": build}
     print(f"\n## HNSW (M 32, efConstruction 40) on the demo corpus's MiniLM vectors ({flat.ntotal:,}), "
           f"{len(questions)} dev questions, k=10; built in {build:.1f} s")
     print("| efSearch | recall@10 vs exact | p50 ms | p95 ms |")
@@ -226,6 +260,7 @@ def bench_hnsw(home: Path, limit: int | None) -> None:
             lat.append((time.perf_counter() - t0) * 1000)
             found.append(rows[0])
         recall = statistics.mean(len(set(a.tolist()) & set(b.tolist())) / 10 for a, b in zip(found, exact))
+        row("hnsw", ef_search=ef, recall_at_10=recall, p50_ms=statistics.median(lat), p95_ms=pct(lat, 0.95))
         print(f"| {ef} | {recall:.3f} | {statistics.median(lat):.2f} | {pct(lat, 0.95):.2f} |", flush=True)
 
 
@@ -260,7 +295,8 @@ def bench_milvus(home: Path, limit: int | None) -> None:
         t0 = time.perf_counter()
         build_corpus_index(build_demo_corpus(home), uri, "hybrid", engine="milvus", embedder=embedder,
                            cache_dir=home / "cache" / "embeddings", progress=False, overwrite=True)
-        print(f"\n## milvus-lite (demo corpus loaded in {time.perf_counter() - t0:.1f} s, vectors from the cache)")
+        NOTES["milvus"] = {"load_s": time.perf_counter() - t0}
+        print(f"\n## milvus-lite (demo corpus loaded in {NOTES['milvus']['load_s']:.1f} s, vectors from the cache)")
         print("| dataset | mode | R@5 | R@10 | R@20 | p50 ms | p95 ms |")
         print("|---|---|---|---|---|---|---|")
         for dataset in ("musique", "hotpotqa", "2wikimultihopqa"):
@@ -268,7 +304,9 @@ def bench_milvus(home: Path, limit: int | None) -> None:
             for mode in ("bm25", "dense", "hybrid"):
                 retriever = open_index(uri, embedder=embedder, mode=mode)
                 retriever.search("warm-up query", 20)
-                print(f"| {dataset} | {mode} | {recall_cells(retriever, examples)} |", flush=True)
+                figures = row("milvus", dataset=dataset, questions=len(examples), mode=mode,
+                              **recall_figures(retriever, examples))
+                print(f"| {dataset} | {mode} | {recall_cells(figures)} |", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -281,6 +319,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,25000,50000,100000")
     ap.add_argument("--home", help="hopqa home (default: ~/.cache/hopqa)")
     ap.add_argument("--limit", type=int, default=100, help="first N dev questions per dataset (default 100)")
+    ap.add_argument("--figures", help="also write every part's rows as JSON to this file")
     args = ap.parse_args()
     from hopqa.config import default_home
 
@@ -293,6 +332,9 @@ def main() -> None:
         bench_hnsw(default_home(args.home), args.limit)
     if "milvus" in parts:
         bench_milvus(default_home(args.home), args.limit)
+    if args.figures:
+        target = write_figures(args.figures, about(limit=args.limit, parts=parts), rows=ROWS, notes=NOTES)
+        print(f"figures: {target}")
 
 
 if __name__ == "__main__":

@@ -104,3 +104,18 @@ def test_structured_outputs_writes_a_row_per_method_and_mode(fault_server, tmp_p
     assert [(r["method"], r["structured"], r["n"]) for r in figures["rows"]] == [
         ("retrieve-then-read", None, 1), ("ircot", "auto", 1), ("ircot", "off", 1)]
     assert all(r["rtr_n_same"] == 1 for r in figures["rows"]) and figures["confidence_histograms"] == []
+
+
+def test_retrieval_writes_each_parts_rows(tmp_path):
+    """``benchmarks/retrieval.py --figures``: the engines part on a tiny synthetic corpus (no
+    model), a row per engine with its numbers, as docs/results/retrieval.json holds them."""
+    done = _run("retrieval.py", "--part", "engines", "--sizes", "300", "--figures", str(tmp_path / "f.json"),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["about"]["parts"] == ["engines"] and figures["about"]["command"].startswith("benchmarks/retrieval.py")
+    engines = figures["rows"]["engines"]
+    assert [(r["passages"], r["engine"].split()[0]) for r in engines] == [(300, "bm25s"), (300, "tantivy")]
+    assert all(r["p95_ms"] >= r["p50_ms"] > 0 and r["index_mb"] > 0 for r in engines)
+    faiss_rows = figures["rows"]["faiss"]
+    assert [r["index"] for r in faiss_rows] == ["flat", "hnsw"] and faiss_rows[0]["recall_at_10"] == 1.0

@@ -53,3 +53,41 @@ def test_every_method_has_a_page_with_its_options_from_its_config():
     tor = tables.options_table("tor")
     assert "| `short_answer` | bool | `False` | – | – | `True` |" in tor  # its small-model preset's value
     assert "| `depth` | int | `3` | 1 – 10 | 4 |" in tor  # the range and the service's cap
+
+
+def test_recall_table_bolds_every_best_of_a_dataset(tmp_path, monkeypatch):
+    import json
+
+    tables = _doc_tables()
+    rows = [{"dataset": "musique", "retriever": "a", "r5": 0.5, "r10": 0.7, "r20": 0.8, "p50_ms": 0.5, "p95_ms": 120.4},
+            {"dataset": "musique", "retriever": "b", "r5": 0.6, "r10": 0.7, "r20": 0.7999, "p50_ms": 12.0, "p95_ms": 20.0},
+            {"dataset": "hotpotqa", "retriever": "a", "r5": 0.1, "r10": 0.2, "r20": 0.3, "p50_ms": 1.0, "p95_ms": 2.0}]
+    (tmp_path / "r.json").write_text(json.dumps({"about": {}, "rows": {"recall": rows}}))
+    monkeypatch.setattr(tables, "RETRIEVAL", tmp_path / "r.json")
+    assert tables.retrieval_recall_table("recall").splitlines()[2:] == [
+        "| MuSiQue | a | 0.500 | **0.700** | **0.800** | 0.5 | 120 |",  # 0.7999 ties 0.800 to three decimals
+        "| MuSiQue | b | **0.600** | **0.700** | **0.800** | 12.0 | 20.0 |",
+        "| HotpotQA | a | **0.100** | **0.200** | **0.300** | 1.0 | 2.0 |"]
+
+
+def test_demo_candidates_pairs_each_run_with_the_demo_method_by_id(tmp_path, monkeypatch):
+    import json
+
+    tables = _doc_tables()
+    ircot = {f"q{i}": 0.0 for i in range(10)}
+    better = {**ircot, "q0": 1.0, "q1": 1.0, "q2": 0.5}
+    runs = [{"label": "ircot", "f1": 0.0, "median_seconds": 40.0, "f1_by_id": ircot},
+            {"label": "leapquery (small-model)", "f1": 0.25, "median_seconds": None, "f1_by_id": better},
+            {"label": "hgot (small-model)", "f1": 0.1, "median_seconds": 190.0,
+             "f1_by_id": {"q0": 1.0, "q1": 0.0, "q2": 0.0, "q3": 0.0, "q4": 0.0}},
+            {"label": "self-dc (defaults)", "f1": 0.05, "median_seconds": 12.0}]
+    (tmp_path / "p.json").write_text(json.dumps({"about": {}, "tables": [
+        {"dataset": "musique", "setting": "open", "runs": runs}]}))
+    monkeypatch.setattr(tables, "PRESETS", tmp_path / "p.json")
+    lines = tables.demo_candidates().splitlines()[2:]
+    assert lines[0].startswith("| leapquery, `small-model` | 0.250 | – | +0.250 [")
+    assert lines[0].endswith(", 3 / 7 / 0 |")
+    assert lines[1].startswith("| hgot, `small-model` | 0.100 | 190 | +0.200 [") and lines[1].endswith(
+        ", 1 / 4 / 0 (5 questions) |")
+    assert lines[2] == "| self-dc, defaults (`verb`) | 0.050 | 12 | – (its records are gone) |"
+    assert lines[3] == "| ircot (JSON) | 0.000 | 40 | (the demo's method) |"
