@@ -233,6 +233,34 @@ def retrieval_recall_table(part: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: ``benchmarks/foundation.py --figures``.
+FOUNDATION = DOCS / "results" / "foundation.json"
+
+
+def foundation_table(part: str) -> str:
+    """docs/benchmarks/speed.md: BM25 over the demo corpus (``bm25``), the embedded LLMs
+    (``llm``) or the response cache (``cache``) from ``docs/results/foundation.json``."""
+    rows = json.loads(FOUNDATION.read_text(encoding="utf-8"))["rows"][part]
+    if part == "bm25":
+        lines = ["| passages | build s | index MB | load s | query p50 / p95 ms | batch queries/s "
+                 "| MuSiQue dev: a gold supporting paragraph in the top 10 |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['passages']:,} | {r['build_s']:.1f} | {r['index_mb']:.0f} | {r['load_s']:.2f} "
+                  f"| {r['p50_ms']:.1f} / {r['p95_ms']:.1f} | {r['batch_qps']:,.0f} "
+                  f"| {r['recall_at_10_any']:.0%} of {r['questions']} questions |" for r in rows]
+    elif part == "llm":
+        lines = ["| LLM | load s | generate, cold prompt (median of 3) | loglikelihood, cold / shared prefix |",
+                 "|---|---|---|---|"]
+        for r in rows:
+            after = f" after {r['context_tokens']}" if r.get("context_tokens") else ""
+            lines.append(f"| {r['llm']} | {r['load_s']:.1f} | {r['generate_s']:.2f} s ({r['prompt_tokens']} + "
+                         f"{r['completion_tokens']} tokens) | {r['loglikelihood_s']:.2f} s / "
+                         f"{r['loglikelihood_shared_prefix_s']:.2f} s ({r['loglikelihood_tokens']} tokens{after}) |")
+    else:
+        lines = ["| calls | store ms a call | hit ms a call |", "|---|---|---|"]
+        lines += [f"| {r['calls']} | {r['store_ms']:.2f} | {r['hit_ms']:.2f} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def overhead_table() -> str:
     """docs/benchmarks/speed.md: each ``benchmarks/eval_overhead.py --figures`` file of
     ``docs/results/overhead-*.json``, a row per harness and method (1 and 8 workers)."""
@@ -373,6 +401,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "demo-candidates": demo_candidates,
     **{f"retrieval-{part}": (lambda part=part: retrieval_table(part)) for part in ("engines", "faiss", "indexes", "hnsw")},
     "retrieval-recall": lambda: retrieval_recall_table("recall"),
+    **{f"foundation-{part}": (lambda part=part: foundation_table(part)) for part in ("bm25", "llm", "cache")},
     "retrieval-milvus": lambda: retrieval_recall_table("milvus"),
     "overhead": overhead_table,
     "call-layers": call_layers_table,

@@ -2,8 +2,12 @@
 the response cache, and one retrieve-then-read question end to end.
 
     .venv/bin/python benchmarks/foundation.py [--llm embedded:smollm2-135m] [--llm embedded:qwen2.5-1.5b]
+        [--figures FILE]
 
-Prints a table per part. Figures depend on the machine and on what else runs on it: quote
+Prints a table per part; ``--figures FILE`` also writes every part's rows as JSON with the
+date, the machine and its load average, and the command (``docs/results/foundation.json`` is
+such a file, from which ``benchmarks/doc_tables.py`` renders the first tables of
+docs/benchmarks/speed.md). Figures depend on the machine and on what else runs on it: quote
 medians, and run nothing else meanwhile (llama.cpp's OpenMP threads busy-wait).
 """
 
@@ -15,6 +19,13 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+# benchmarks/figures.py (the script's folder is on sys.path)
+from figures import about, write_figures
+
+#: Every part's rows (``--figures``): part -> rows of numbers.
+ROWS: dict[str, list[dict[str, Any]]] = {}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -46,6 +57,10 @@ def bench_bm25(home: Path) -> None:
     t0 = time.perf_counter()
     r.batch_search([ex.question for ex in examples], 10)
     batch_qps = len(examples) / (time.perf_counter() - t0)
+    ROWS.setdefault("bm25", []).append({
+        "passages": r.size, "build_s": build, "index_mb": size_mb, "load_s": load, "p50_ms": statistics.median(lat),
+        "p95_ms": pct(lat, 0.95), "batch_qps": batch_qps, "questions": len(examples),
+        "recall_at_10_any": hits / len(examples)})
     print("\n## BM25 over the demo corpus (bm25s, numpy backend)")
     print("| passages | build s | index MB | load s | query p50 ms | p95 ms | batch q/s | MuSiQue dev recall@10 (any gold) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -78,6 +93,10 @@ def bench_llm(spec: str, home: Path) -> None:
     t0 = time.perf_counter()
     llm.loglikelihood(ctx, " Which town is the seat of the county?")
     ll_reuse = time.perf_counter() - t0
+    ROWS.setdefault("llm", []).append({
+        "llm": spec, "load_s": load, "prompt_tokens": ptok, "completion_tokens": ctok, "generate_s": secs,
+        "loglikelihood_s": ll_first, "loglikelihood_shared_prefix_s": ll_reuse, "loglikelihood_tokens": len(ll.tokens),
+        "context_tokens": llm.count_tokens(ctx) if hasattr(llm, "count_tokens") else None})
     print(f"\n## {spec}")
     print("| load s | prompt tokens | completion tokens | generate s (cold prompt, median of 3) | loglikelihood s (cold / shared prefix) |")
     print("|---|---|---|---|---|")
@@ -99,6 +118,7 @@ def bench_cache(home: Path) -> None:
     for p in prompts:
         llm.generate(p)
     hit = (time.perf_counter() - t0) / len(prompts) * 1000
+    ROWS.setdefault("cache", []).append({"store_ms": miss, "hit_ms": hit, "calls": len(prompts)})
     print("\n## Response cache (diskcache)")
     print("| store ms/call | hit ms/call |\n|---|---|")
     print(f"| {miss:.2f} | {hit:.2f} |")
@@ -108,6 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--llm", action="append", help="LLM spec(s) to time (default embedded:smollm2-135m)")
     ap.add_argument("--home", help="hopqa home (default: a temporary directory)")
+    ap.add_argument("--figures", help="also write every part's rows as JSON to this file")
     args = ap.parse_args()
     home = Path(args.home or tempfile.mkdtemp(prefix="hopqa-bench-"))
     os.environ.setdefault("HOPQA_HOME", str(home))
@@ -116,6 +137,8 @@ def main() -> None:
     bench_cache(home)
     for spec in args.llm or ["embedded:smollm2-135m"]:
         bench_llm(spec, home)
+    if args.figures:
+        print(f"figures: {write_figures(args.figures, about(), rows=ROWS)}")
 
 
 if __name__ == "__main__":

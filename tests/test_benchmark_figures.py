@@ -1,6 +1,7 @@
 """Benchmarks write their figures as JSON with where they came from (``benchmarks/figures.py``),
 for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``eval_methods.py``,
-``demo_choice.py``, ``presets.py``, ``tree_of_reviews.py`` and ``structured_outputs.py`` against the fake server (two questions, no model)."""
+``demo_choice.py``, ``presets.py``, ``tree_of_reviews.py`` and ``structured_outputs.py`` against the fake server
+(two questions, no model), and on ``retrieval.py``'s engines part (a tiny synthetic corpus)."""
 
 from __future__ import annotations
 
