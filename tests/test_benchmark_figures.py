@@ -120,3 +120,18 @@ def test_retrieval_writes_each_parts_rows(tmp_path):
     assert all(r["p95_ms"] >= r["p50_ms"] > 0 and r["index_mb"] > 0 for r in engines)
     faiss_rows = figures["rows"]["faiss"]
     assert [r["index"] for r in faiss_rows] == ["flat", "hnsw"] and faiss_rows[0]["recall_at_10"] == 1.0
+
+
+def test_foundation_writes_each_parts_rows(fault_server, tmp_path):  # noqa: F811
+    """``benchmarks/foundation.py --figures`` against the fake server (its log-likelihoods by
+    ``echo``): one row each for BM25 over the demo corpus, the response cache and the LLM."""
+    server = fault_server()
+    spec = f"openai:fake@{server.url}?loglikelihood=echo"
+    done = _run("foundation.py", "--llm", spec, "--home", str(tmp_path / "home"), "--figures", str(tmp_path / "f.json"),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "f.json").read_text())["rows"]
+    assert rows["bm25"][0]["passages"] > 10_000 and 0 < rows["bm25"][0]["recall_at_10_any"] <= 1
+    assert rows["cache"][0]["calls"] == 500 and rows["cache"][0]["hit_ms"] > 0
+    llm = rows["llm"][0]
+    assert llm["llm"] == spec and llm["prompt_tokens"] > 0 and llm["loglikelihood_tokens"] > 0
