@@ -173,13 +173,14 @@ def demo_candidates(dataset: str = "musique", setting: str = "open", demo: str =
         seconds = f"{run['median_seconds']:.0f}" if run["median_seconds"] is not None else "–"
         if label == demo:
             against = "(the demo's method)"
-        elif reference is None or "f1_by_id" not in run:
-            against = f"– ({'its' if reference is not None else demo + chr(39) + 's'} records are gone)"
+        elif reference is None:
+            against = f"– ({demo}'s records are gone)"
+        elif "f1_by_id" not in run:
+            against = "– (its records are gone)"
         else:
             shared = sorted(reference.keys() & run["f1_by_id"].keys())
             c = compare([run["f1_by_id"][i] for i in shared], [reference[i] for i in shared])
-            against = _against({"diff": c.diff, "low": c.low, "high": c.high, "p_value": c.p_value,
-                                "wins": c.wins, "ties": c.ties, "losses": c.losses, "significant": c.significant})
+            against = _against({**dataclasses.asdict(c), "significant": c.significant})
             against += f" ({len(shared)} questions)" if len(shared) != len(reference) else ""
         lines.append(f"| {_preset_label(label)} | {run['f1']:.3f} | {seconds} | {against} |")
     return "\n".join(lines) + "\n"
@@ -250,11 +251,10 @@ def foundation_table(part: str) -> str:
     elif part == "llm":
         lines = ["| LLM | load s | generate, cold prompt (median of 3) | loglikelihood, cold / shared prefix |",
                  "|---|---|---|---|"]
-        for r in rows:
-            after = f" after {r['context_tokens']}" if r.get("context_tokens") else ""
-            lines.append(f"| {r['llm']} | {r['load_s']:.1f} | {r['generate_s']:.2f} s ({r['prompt_tokens']} + "
-                         f"{r['completion_tokens']} tokens) | {r['loglikelihood_s']:.2f} s / "
-                         f"{r['loglikelihood_shared_prefix_s']:.2f} s ({r['loglikelihood_tokens']} tokens{after}) |")
+        lines += [f"| {r['llm']} | {r['load_s']:.1f} | {r['generate_s']:.2f} s ({r['prompt_tokens']} + "
+                  f"{r['completion_tokens']} tokens) | {r['loglikelihood_s']:.2f} s / "
+                  f"{r['loglikelihood_shared_prefix_s']:.2f} s ({r['loglikelihood_tokens']} tokens after "
+                  f"{r['context_tokens']}) |" for r in rows]
     else:
         lines = ["| calls | store ms a call | hit ms a call |", "|---|---|---|"]
         lines += [f"| {r['calls']} | {r['store_ms']:.2f} | {r['hit_ms']:.2f} |" for r in rows]

@@ -96,7 +96,7 @@ def bench_llm(spec: str, home: Path) -> None:
     ROWS.setdefault("llm", []).append({
         "llm": spec, "load_s": load, "prompt_tokens": ptok, "completion_tokens": ctok, "generate_s": secs,
         "loglikelihood_s": ll_first, "loglikelihood_shared_prefix_s": ll_reuse, "loglikelihood_tokens": len(ll.tokens),
-        "context_tokens": llm.count_tokens(ctx) if hasattr(llm, "count_tokens") else None})
+        "context_tokens": llm.count_tokens(ctx)})
     print(f"\n## {spec}")
     print("| load s | prompt tokens | completion tokens | generate s (cold prompt, median of 3) | loglikelihood s (cold / shared prefix) |")
     print("|---|---|---|---|---|")

@@ -118,9 +118,10 @@ def bench_engines(sizes: list[int]) -> None:
                 opened = time.perf_counter() - t0
                 first, p50, p95 = timed_queries(r.search, queries)
                 label = f"bm25s ({r.backend})" if engine == "bm25s" else engine
-                row("engines", passages=n, engine=label, build_s=built, index_mb=du_mb(d), open_s=opened,
+                mb = du_mb(d)
+                row("engines", passages=n, engine=label, build_s=built, index_mb=mb, open_s=opened,
                     first_ms=first, p50_ms=p50, p95_ms=p95)
-                print(f"| {n:,} | {label} | {built:.1f} | {du_mb(d):.0f} | {opened:.2f} | {first:.1f} | {p50:.2f} "
+                print(f"| {n:,} | {label} | {built:.1f} | {mb:.0f} | {opened:.2f} | {first:.1f} | {p50:.2f} "
                       f"| {p95:.2f} |", flush=True)
     import faiss
 
