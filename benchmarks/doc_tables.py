@@ -12,7 +12,11 @@ and ``TABLES[NAME]`` renders it from stored results: the records of the runs it 
 (shipped under ``tests/fixtures/``, with their date, model and command in their ``about``), put
 through ``hopqa report`` as a user would, or the figures a benchmark wrote as JSON
 (``docs/results/``: ``benchmarks/presets.py --figures``, with the date, machine, model and
-command in its ``about``). ``--write`` rewrites every table in the docs;
+command in its ``about``), or, for the runs that were not kept, the figures transcribed from
+their benchmark's printed output (``docs/results/recorded.json``, each table with its date,
+command, machine and model as the docs give them; ``recorded_table``, markers
+``<!-- table: recorded-… (source: docs/results/recorded.json, transcribed) -->``). ``--write``
+rewrites every table in the docs;
 without it the script prints the tables that differ and exits 1 if one does. ``--pictures``
 also draws the report's plot of the differences with their intervals into
 ``docs/benchmarks/intervals-differences.png`` (``make screenshots`` does).
@@ -26,12 +30,16 @@ import argparse
 import dataclasses
 import gzip
 import json
+import math
 import re
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hopqa.evaluation.report import Row
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -99,6 +107,65 @@ def intervals_comparisons() -> str:
             lines.append(f"| {shown}, {name}{n} | {signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}] "
                          f"| {excludes(c)} | {c['p_value']:.3f} | {c['wins']} / {c['ties']} / {c['losses']} "
                          f"| {needed} |")
+    return "\n".join(lines) + "\n"
+
+
+#: Issue 32's runs in the order of the summary (the baseline first), by the report's label.
+INTERVAL_RUNS = ("retrieve-then-read", "ircot (auto)", "ircot (off)", "self-ask (auto)", "self-ask (off)", "self-dc",
+                 "gensco-stop")
+#: The runs whose seconds a question are no model's time (the run was paused while it ran), by the
+#: report's label: the note shown instead.
+INTERVAL_SECONDS_NOTES = {"retrieve-then-read": "– (the run was paused for a measurement)",
+                          "self-dc": "– (paused for measurements)", "gensco-stop": "– (paused for measurements)"}
+
+
+def metric_counts(source: Path, metric: str) -> dict[str, int]:
+    """The records of each run stored in ``source`` that carry ``metric``, by the run's path
+    (a question answered without passages has no support figures)."""
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    return {rel: sum((r.get("metrics") or {}).get(metric) is not None for r in run["records"])
+            for rel, run in data["runs"].items()}
+
+
+def _report_row(row: dict[str, Any]) -> Row:
+    """A row of the report's JSON as the report's own ``Row``, for its cell formatting."""
+    from hopqa.evaluation.report import Row
+
+    intervals = {key: (math.nan if low is None else low, math.nan if high is None else high)
+                 for key, (low, high) in row["intervals"].items()}
+    return Row(row["dataset"], row["split"], row["setting"], row["method"], row["stratum"], row["n"], row["failed"],
+               row["metrics"], row["cost"], intervals, run_n=row["run_n"], asked=row["asked"], run=row["run"],
+               label=row["label"])
+
+
+def intervals_summary() -> str:
+    """docs/benchmarks/intervals.md: each of issue 32's runs with its figures and their intervals
+    as ``hopqa report`` writes them (``0.078 ±0.080``, a rate as ``91.9 % ±7.5 %``); LLM calls
+    without theirs, a parse rate of 100 % without its (every step parsed: nothing to spread),
+    ``(on N)`` after a figure over fewer questions than the run answered (support figures: the
+    questions answered with passages), and a note instead of the seconds of a run that was paused
+    while it ran (``INTERVAL_SECONDS_NOTES``)."""
+    from hopqa.evaluation.report import COLUMNS, _cell, _n_cell
+
+    source = FIXTURES / "qwen_musique30.json.gz"
+    report = report_of(source, "retrieve-then-read", list(METRIC_NAMES))
+    rows = {row["label"]: row for row in report["rows"] if row["stratum"] == "all"}
+    column = {c[0]: c for c in COLUMNS}
+    supported = metric_counts(source, "support_recall")
+    lines = ["| method | n | EM | F1 | sup. recall | parsed | LLM calls/q | s/q |", "|---|---|---|---|---|---|---|---|"]
+    for label in INTERVAL_RUNS:
+        data = rows[label]
+        row = _report_row(data)
+        on = next(n for rel, n in supported.items() if Path(data["run"]).as_posix().endswith("/" + rel))
+        recall = _cell(row, column["support_recall"]) + (f" (on {on})" if on < row.n else "")
+        parsed = row.metrics.get("parse_rate")
+        parsed_cell = ("–" if parsed is None else "100 %" if parsed == 1
+                       else _cell(row, column["parse_rate"]).replace("%", " %"))
+        calls = column["llm_calls_per_q"][3].format(row.cost["llm_calls_per_q"])
+        seconds = INTERVAL_SECONDS_NOTES.get(label) or _cell(row, column["seconds_per_q"])
+        cells = [INTERVAL_LABELS.get(label, label), _n_cell(row), _cell(row, column["em"]), _cell(row, column["f1"]),
+                 recall, parsed_cell, calls, seconds]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -390,9 +457,32 @@ def options_table(name: str) -> str:
 OPTION_TABLES = ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot", "iter-retgen",
                  "hgot", "gensco-max", "self-dc", "leapquery", "tor", "cor")
 
+#: Figures transcribed from benchmarks' printed output whose runs were not kept.
+RECORDED = DOCS / "results" / "recorded.json"
+
+
+def _row(cells: list[str]) -> str:
+    """A Markdown table row; an empty cell as ``| |``."""
+    return "|" + "".join(f" {cell} |" if cell else " |" for cell in cells)
+
+
+def recorded_table(name: str) -> str:
+    """Table ``name`` of ``docs/results/recorded.json``: its header, the ``|---|`` row and its rows,
+    each cell the string the benchmark printed (as the docs show it)."""
+    table = json.loads(RECORDED.read_text(encoding="utf-8"))["tables"][name]
+    lines = [_row(table["columns"]), "|" + "---|" * len(table["columns"])] + [_row(r) for r in table["rows"]]
+    return "\n".join(lines) + "\n"
+
+
+def recorded_names() -> list[str]:
+    """The tables of ``docs/results/recorded.json`` (``recorded-…``)."""
+    return list(json.loads(RECORDED.read_text(encoding="utf-8"))["tables"])
+
+
 #: Table name -> its renderer (the Markdown between the markers).
 TABLES: dict[str, Callable[[], str]] = {
     **{f"options-{name}": (lambda name=name: options_table(name)) for name in OPTION_TABLES},
+    "intervals-summary": intervals_summary,
     "intervals-comparisons": intervals_comparisons,
     "presets-musique": lambda: presets_table("musique", with_setting=True),
     "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),
@@ -407,6 +497,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "call-layers": call_layers_table,
     "every-method": every_method_table,
     **{f"every-method-{name}": (lambda name=name: every_method_table(name)) for name in EVERY_METHOD_PAGES},
+    **{name: (lambda name=name: recorded_table(name)) for name in recorded_names()},
 }
 
 

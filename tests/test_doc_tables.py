@@ -91,3 +91,47 @@ def test_demo_candidates_pairs_each_run_with_the_demo_method_by_id(tmp_path, mon
         ", 1 / 4 / 0 (5 questions) |")
     assert lines[2] == "| self-dc, defaults (`verb`) | 0.050 | 12 | – (its records are gone) |"
     assert lines[3] == "| ircot (JSON) | 0.000 | 40 | (the demo's method) |"
+
+
+def test_recorded_table_renders_the_cells_as_stored(tmp_path, monkeypatch):
+    import json
+
+    tables = _doc_tables()
+    recorded = {"about": "", "tables": {"recorded-x": {
+        "about": {"date": "2026-11-26", "source": "transcribed from the printed output of x.py; runs not kept"},
+        "columns": ["", "s / q", "speed-up"],
+        "rows": [["before (7026ae7)", "12.4", "0.91×"], ["**now**", "3,384 MB", ""]]}}}
+    (tmp_path / "recorded.json").write_text(json.dumps(recorded), encoding="utf-8")
+    monkeypatch.setattr(tables, "RECORDED", tmp_path / "recorded.json")
+    assert tables.recorded_table("recorded-x") == (
+        "| | s / q | speed-up |\n"
+        "|---|---|---|\n"
+        "| before (7026ae7) | 12.4 | 0.91× |\n"
+        "| **now** | 3,384 MB | |\n")
+
+
+def test_every_recorded_table_is_in_the_docs_with_its_date_and_source():
+    """No orphan figures in docs/results/recorded.json, no ``recorded-`` marker without its
+    figures, and each table says when it was measured and where its figures come from."""
+    import json
+
+    tables = _doc_tables()
+    recorded = json.loads(tables.RECORDED.read_text(encoding="utf-8"))
+    assert recorded["about"]
+    marked = {m.group("name") for p in tables.pages() for m in tables.MARKED.finditer(p.read_text(encoding="utf-8"))}
+    assert {name for name in marked if name.startswith("recorded-")} == set(recorded["tables"])
+    for name, table in recorded["tables"].items():
+        assert name.startswith("recorded-"), name
+        assert table["about"].get("date") and table["about"].get("source"), name
+        assert table["rows"] and all(len(row) == len(table["columns"]) for row in table["rows"]), name
+        assert all(isinstance(cell, str) for row in table["rows"] for cell in row), name
+
+
+def test_the_intervals_summary_notes_a_figure_over_fewer_questions():
+    """The 30-question summary: the figures and intervals of ``hopqa report``, ``(on N)`` where
+    a figure is over fewer questions than the run (Self-DC's 7 questions without passages)."""
+    tables = _doc_tables()
+    lines = tables.intervals_summary().splitlines()
+    self_dc = next(line for line in lines if line.startswith("| self-dc"))
+    assert "| 0.457 ±0.143 (on 23) |" in self_dc and self_dc.endswith("| – (paused for measurements) |")
+    assert "(on " not in next(line for line in lines if line.startswith("| ircot (JSON)"))
