@@ -204,6 +204,66 @@ def test_bridge_gaps_ask_one_hop_at_a_time():
         question=Q, subquestion="Who is Mike Park?")
 
 
+def test_bridge_prompts_show_demonstrations_with_shots():
+    """``shots`` > 0: the first-hop and next-question prompts show the demonstrations given (each
+    its question, its first gold step, the entity the step's answer names, its second step); a
+    one-step demonstration is left out; ``shots=0`` keeps the zero-shot prompts."""
+    from hopqa.methods.leapquery import FIRST_HOP_DEMO_PROMPT, NEXT_DEMO_PROMPT
+    from hopqa.types import Demo, DemoStep
+
+    demos = [Demo("Who is the child of the director of film Devotion?", "Lilla Brignone",
+                  (DemoStep("Who is the director of the film Devotion?", "The director of the film Devotion is Guido Brignone."),
+                   DemoStep("Who is the child of Guido Brignone?", "Lilla Brignone"))),
+             Demo("One step?", "x", (DemoStep("One step?", "x"),)),
+             Demo("When was the publisher of Journal X founded?", "1892",
+                  (DemoStep("Who published Journal X?", "American Psychological Association"),
+                   DemoStep("When was American Psychological Association founded?", "1892")))]
+    llm = ScriptedLLM(bridge_world([HOP], {HOP: "Mike Park"}, ["What label did Mike Park start?"], ["None"],
+                                   {"What label did Mike Park start?": "True"}))
+    method = build_method("leapquery", llm, ScriptedRetriever(TABLE), reranker=FixedReranker(SCORES), k=2,
+                          preset="small-model", shots=2, max_iter=1, demos=demos)
+    assert [d.question for d in method.demos] == [demos[0].question, demos[2].question]
+    ans = method.answer(Q)
+    assert ans.error is None and ans.trace.root.find("gaps")[0].outputs["made_by"] == "bridge"
+    prompts = [r.text() for r in llm.requests]
+    assert prompts[0] == FIRST_HOP_DEMO_PROMPT.format(question=Q, demos=(
+        "Question: Who is the child of the director of film Devotion?\n"
+        "First question: Who is the director of the film Devotion?\n\n"
+        "Question: When was the publisher of Journal X founded?\nFirst question: Who published Journal X?"))
+    assert prompts[2] == NEXT_DEMO_PROMPT.format(question=Q, hop=HOP, bridge="Mike Park", demos=(
+        "Question: Who is the child of the director of film Devotion?\n"
+        "Earlier question: Who is the director of the film Devotion?\nIts answer: Guido Brignone\n"
+        "Next question: Who is the child of Guido Brignone?\n\n"
+        "Question: When was the publisher of Journal X founded?\nEarlier question: Who published Journal X?\n"
+        "Its answer: American Psychological Association\n"
+        "Next question: When was American Psychological Association founded?"))
+
+
+def test_shots_need_demonstrations_and_build_gives_them():
+    from hopqa.methods.base import MethodError
+
+    with pytest.raises(MethodError, match="shots=2"):
+        build_method("leapquery", ScriptedLLM(lambda r: ""), ScriptedRetriever(TABLE), reranker=FixedReranker(SCORES),
+                     shots=2, demos=[])
+    method = build_method("leapquery", ScriptedLLM(lambda r: ""), ScriptedRetriever(TABLE),
+                          reranker=FixedReranker(SCORES), gaps="bridge", shots=3)  # the shipped train demonstrations
+    assert len(method.demos) == 3 and all(len(d.steps) >= 2 for d in method.demos)
+
+
+@pytest.mark.parametrize(("answer", "nxt", "bridge"), [
+    ("The director of the film Devotion (1929 Film) is Guido Brignone.", "Who is the child of Guido Brignone?",
+     "Guido Brignone"),
+    ("the Church of England", "What is a term for the Church of England and churches that align with it?",
+     "the Church of England"),
+    ("Zimbabwe", "What is the name of the waterfall in Zimbabwe?", "Zimbabwe"),
+    ("1887.", "Who was born in the year of the flood?", "1887"),  # nothing repeated: the answer as it is
+])
+def test_demo_bridge_is_what_the_next_step_repeats(answer, nxt, bridge):
+    from hopqa.methods.leapquery import demo_bridge
+
+    assert demo_bridge(answer, nxt) == bridge
+
+
 def test_a_possessive_names_the_bridge():
     """"Who is Natalie Wood's sister?" names Natalie Wood (SQuAD's normalisation reads "woods")."""
     nxt = "What label did Natalie Wood's band start?"
