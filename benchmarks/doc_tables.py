@@ -479,10 +479,56 @@ def recorded_names() -> list[str]:
     return list(json.loads(RECORDED.read_text(encoding="utf-8"))["tables"])
 
 
+def recorded_row(name: str, first: str) -> dict[str, str]:
+    """The row of recorded table ``name`` whose first cell starts with ``first``, by column."""
+    table = json.loads(RECORDED.read_text(encoding="utf-8"))["tables"][name]
+    row = next(r for r in table["rows"] if r[0].startswith(first))
+    return dict(zip(table["columns"], row, strict=True))
+
+
+def retrieve_then_read_figures() -> str:
+    """docs/methods/retrieve-then-read.md: Retrieve-then-Read's figures on the embedded Qwen, one
+    row a benchmark, each from that benchmark's table (``recorded.json``, the intervals runs, the
+    presets' figures), with the page it is on."""
+    rtr = "retrieve-then-read"
+    lines = ["| dataset, setting | n | model | figures | page |", "|---|---|---|---|---|"]
+
+    def add(where: str, n: object, figures: str, page: str) -> None:
+        lines.append(f"| {where} | {n} | Qwen2.5-1.5B | {figures} | {page} |")
+
+    demo = recorded_row("recorded-demo-method-10q", rtr)
+    add("MuSiQue and HotpotQA dev, open (demo corpus)", "10 each",
+        f"EM / F1: MuSiQue {demo['MuSiQue EM / F1']}, HotpotQA {demo['HotpotQA EM / F1']}, both {demo['both EM / F1']}; "
+        f"{demo['s/q']} s/q", "[demo method](../benchmarks/demo-method.md)")
+    for dataset, name in (("MuSiQue", "musique"), ("HotpotQA", "hotpotqa")):
+        r = recorded_row(f"recorded-structured-{name}", rtr)
+        add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}, {r['s/q']} s/q",
+            "[structured outputs](../benchmarks/structured-outputs.md)")
+    for dataset, name in (("2WikiMultihopQA", "2wikimultihopqa"), ("MuSiQue", "musique")):
+        r = recorded_row(f"recorded-tree-of-reviews-{name}", rtr)
+        add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, Recall@15 {r['Recall@15']}, {r['s/q']} s/q",
+            "[Tree of Reviews](../benchmarks/tree-of-reviews.md)")
+    r = recorded_row("recorded-leapquery-rerankers", rtr)
+    add("MuSiQue dev, open (MiniLM dense, `--support-k 5`)", r["n"],
+        ", ".join(f"{k} {r[k]}" for k in ("Recall@5", "ROUGE-L", "BERTScore", "EM", "F1")) + f", {r['s/q']} s/q",
+        "[LeapQuery](leapquery.md)")
+    summary = next(line for line in intervals_summary().splitlines() if line.startswith(f"| {rtr} |"))
+    n, em, f1, recall = (c.strip() for c in summary.strip("|").split("|")[1:5])
+    add("MuSiQue dev, distractor", n, f"EM {em}, F1 {f1}, sup. recall {recall}", "[intervals](../benchmarks/intervals.md)")
+    names = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa": "2WikiMultihopQA"}
+    setting_names = {"distractor": "distractor", "open": "open (demo corpus)"}
+    for table in json.loads(PRESETS.read_text(encoding="utf-8"))["tables"]:
+        run = next(r for r in table["runs"] if r["label"] == rtr)
+        add(f"{names[table['dataset']]} dev, {setting_names[table['setting']]}", run["n"],
+            f"F1 {run['f1']:.3f}, {run['median_seconds']:.0f} s/q (median)", "[presets](../benchmarks/presets.md)")
+    return "\n".join(lines) + "\n"
+
+
 #: Table name -> its renderer (the Markdown between the markers).
 TABLES: dict[str, Callable[[], str]] = {
     **{f"options-{name}": (lambda name=name: options_table(name)) for name in OPTION_TABLES},
     "intervals-summary": intervals_summary,
+    "retrieve-then-read-figures": retrieve_then_read_figures,
     "intervals-comparisons": intervals_comparisons,
     "presets-musique": lambda: presets_table("musique", with_setting=True),
     "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),
