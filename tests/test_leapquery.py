@@ -182,8 +182,8 @@ def test_bridge_gaps_ask_one_hop_at_a_time():
     votes = {"What label did Mike Park start?": "True", "Who is Mike Park?": "True"}
     llm = ScriptedLLM(bridge_world([f" {HOP}\nextra"], {HOP: " Mike Park."}, ["What label did Mike Park start?\nextra"],
                                    ["1. Who is Mike Park?"], votes))
-    method, retriever, _ = leap(llm, TABLE, SCORES, preset="small-model", max_iter=2)
-    assert method.config.gaps == "bridge"
+    method, retriever, _ = leap(llm, TABLE, SCORES, preset="small-model", max_iter=2, shots=0)  # zero-shot prompts
+    assert method.config.gaps == "bridge" and method.demos == ()
     ans = method.answer(Q)
     assert ans.error is None and retriever.queries == [Q, "What label did Mike Park start?", "Who is Mike Park?"]
     first, second = ans.trace.root.find("gaps")
@@ -609,7 +609,8 @@ def test_leapquery_small_model_preset_end_to_end(smollm2, data_dir):
     ans = method.answer(ex.question)
     assert ans.error is None, ans.error
     (gaps,) = ans.trace.root.find("gaps")
-    assert gaps.llm_calls[0]["prompt"].endswith("First question:")
+    assert gaps.llm_calls[0]["prompt"].endswith("First question:") and "Examples:" in gaps.llm_calls[0]["prompt"]
+    assert len(method.demos) == 4  # the preset's shots, from the shipped train decompositions
     if "hop" in gaps.outputs:  # SmolLM2 wrote a first step: it was read from the passages
         assert gaps.llm_calls[1]["prompt"].endswith(f"Question: {gaps.outputs['hop']}\nAnswer:")
         assert "bridge" in gaps.outputs

@@ -395,7 +395,7 @@ class LeapQueryConfig(MethodConfig):
     #: (``FIRST_HOP_DEMO_PROMPT``, ``NEXT_DEMO_PROMPT``; two-hop or longer gold decompositions of
     #: the shipped train subsets); 0 (the default): zero-shot. Not the paper's (it publishes no
     #: prompt); ``missing-facts`` shows none.
-    shots: int = field(default=0, metadata={"range": (0, 16)})
+    shots: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -428,11 +428,13 @@ class LeapQuery(FewShotMethod):
     components: ClassVar[frozenset[str]] = FewShotMethod.components | {"reranker"}
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"gaps": "bridge", "rerank": "hybrid"},
+            {"gaps": "bridge", "rerank": "hybrid", "shots": 4},
             "the gap questions restated the question or named other passages' entities, never the next hop's: "
             "the hops are taken one at a time, each read from the passages, and the sub-question is asked "
-            "about the entity the hop's answer names; and the LLM reranker gave almost every passage the "
-            "same score, so no sub-question's passage entered the top-k: BM25 fused with MiniLM ranks them"),
+            "about the entity the hop's answer names; zero-shot, half of the first hops restated the question, "
+            "so 4 demonstrations of a first hop and a next question are shown; and the LLM reranker gave almost "
+            "every passage the same score, so no sub-question's passage entered the top-k: BM25 fused with "
+            "MiniLM ranks them"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
