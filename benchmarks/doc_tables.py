@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gzip
 import json
 import math
@@ -93,9 +94,20 @@ INTERVAL_LABELS = {"ircot (off)": "ircot (free text)", "ircot (auto)": "ircot (J
 METRIC_NAMES = {"f1": "F1", "support_recall": "sup. recall", "em": "EM"}
 
 
+#: Issue 32's stored runs: 30 MuSiQue questions, Qwen2.5-1.5B (the intervals page's tables).
+MUSIQUE30 = FIXTURES / "qwen_musique30.json.gz"
+
+
+@functools.cache
+def musique30_report() -> dict[str, Any]:
+    """``hopqa report`` of ``MUSIQUE30`` against Retrieve-then-Read, made once for every table
+    that reads it."""
+    return report_of(MUSIQUE30, "retrieve-then-read", list(METRIC_NAMES))
+
+
 def intervals_comparisons() -> str:
     """docs/benchmarks/intervals.md: every method against Retrieve-then-Read, paired."""
-    report = report_of(FIXTURES / "qwen_musique30.json.gz", "retrieve-then-read", list(METRIC_NAMES))
+    report = musique30_report()
     by = {(c["method"], c["metric"]): c for c in report["comparisons"] if c["stratum"] == "all"}
     lines = [("| against Retrieve-then-Read | difference [95 % interval] | excludes 0 | p | win / tie / loss "
               "| n for ±0.05 |"), "|---|---|---|---|---|---|"]
@@ -138,21 +150,25 @@ def _report_row(row: dict[str, Any]) -> Row:
                label=row["label"])
 
 
-def intervals_summary() -> str:
-    """docs/benchmarks/intervals.md: each of issue 32's runs with its figures and their intervals
-    as ``hopqa report`` writes them (``0.078 ±0.080``, a rate as ``91.9 % ±7.5 %``); LLM calls
-    without theirs, a parse rate of 100 % without its (every step parsed: nothing to spread),
-    ``(on N)`` after a figure over fewer questions than the run answered (support figures: the
-    questions answered with passages), and a note instead of the seconds of a run that was paused
-    while it ran (``INTERVAL_SECONDS_NOTES``)."""
+#: The columns of the intervals page's summary (``interval_cells``).
+SUMMARY_COLUMNS = ("method", "n", "EM", "F1", "sup. recall", "parsed", "LLM calls/q", "s/q")
+
+
+@functools.cache
+def interval_cells() -> dict[str, dict[str, str]]:
+    """Each of issue 32's runs (by the report's label) as the intervals page's summary shows it,
+    by column (``SUMMARY_COLUMNS``): its figures and their intervals as ``hopqa report`` writes
+    them (``0.078 ±0.080``, a rate as ``91.9 % ±7.5 %``); LLM calls without theirs, a parse rate
+    of 100 % without its (every step parsed: nothing to spread), ``(on N)`` after a figure over
+    fewer questions than the run answered (support figures: the questions answered with
+    passages), and a note instead of the seconds of a run that was paused while it ran
+    (``INTERVAL_SECONDS_NOTES``)."""
     from hopqa.evaluation.report import COLUMNS, _cell, _n_cell
 
-    source = FIXTURES / "qwen_musique30.json.gz"
-    report = report_of(source, "retrieve-then-read", list(METRIC_NAMES))
-    rows = {row["label"]: row for row in report["rows"] if row["stratum"] == "all"}
+    rows = {row["label"]: row for row in musique30_report()["rows"] if row["stratum"] == "all"}
     column = {c[0]: c for c in COLUMNS}
-    supported = metric_counts(source, "support_recall")
-    lines = ["| method | n | EM | F1 | sup. recall | parsed | LLM calls/q | s/q |", "|---|---|---|---|---|---|---|---|"]
+    supported = metric_counts(MUSIQUE30, "support_recall")
+    table = {}
     for label in INTERVAL_RUNS:
         data = rows[label]
         row = _report_row(data)
@@ -165,7 +181,14 @@ def intervals_summary() -> str:
         seconds = INTERVAL_SECONDS_NOTES.get(label) or _cell(row, column["seconds_per_q"])
         cells = [INTERVAL_LABELS.get(label, label), _n_cell(row), _cell(row, column["em"]), _cell(row, column["f1"]),
                  recall, parsed_cell, calls, seconds]
-        lines.append("| " + " | ".join(cells) + " |")
+        table[label] = dict(zip(SUMMARY_COLUMNS, cells, strict=True))
+    return table
+
+
+def intervals_summary() -> str:
+    """docs/benchmarks/intervals.md: each of issue 32's runs with its figures (``interval_cells``)."""
+    lines = [_row(list(SUMMARY_COLUMNS)), "|" + "---|" * len(SUMMARY_COLUMNS)]
+    lines += [_row(list(cells.values())) for cells in interval_cells().values()]
     return "\n".join(lines) + "\n"
 
 
@@ -466,22 +489,28 @@ def _row(cells: list[str]) -> str:
     return "|" + "".join(f" {cell} |" if cell else " |" for cell in cells)
 
 
+def recorded_tables() -> dict[str, Any]:
+    """The tables of ``RECORDED`` (``docs/results/recorded.json``) by name (``recorded-…``)."""
+    return _tables_of(RECORDED)
+
+
+@functools.cache
+def _tables_of(path: Path) -> dict[str, Any]:
+    """The ``tables`` of a results file, read once a path."""
+    return json.loads(path.read_text(encoding="utf-8"))["tables"]
+
+
 def recorded_table(name: str) -> str:
     """Table ``name`` of ``docs/results/recorded.json``: its header, the ``|---|`` row and its rows,
     each cell the string the benchmark printed (as the docs show it)."""
-    table = json.loads(RECORDED.read_text(encoding="utf-8"))["tables"][name]
+    table = recorded_tables()[name]
     lines = [_row(table["columns"]), "|" + "---|" * len(table["columns"])] + [_row(r) for r in table["rows"]]
     return "\n".join(lines) + "\n"
 
 
-def recorded_names() -> list[str]:
-    """The tables of ``docs/results/recorded.json`` (``recorded-…``)."""
-    return list(json.loads(RECORDED.read_text(encoding="utf-8"))["tables"])
-
-
 def recorded_row(name: str, first: str) -> dict[str, str]:
     """The row of recorded table ``name`` whose first cell starts with ``first``, by column."""
-    table = json.loads(RECORDED.read_text(encoding="utf-8"))["tables"][name]
+    table = recorded_tables()[name]
     row = next(r for r in table["rows"] if r[0].startswith(first))
     return dict(zip(table["columns"], row, strict=True))
 
@@ -512,9 +541,9 @@ def retrieve_then_read_figures() -> str:
     add("MuSiQue dev, open (MiniLM dense, `--support-k 5`)", r["n"],
         ", ".join(f"{k} {r[k]}" for k in ("Recall@5", "ROUGE-L", "BERTScore", "EM", "F1")) + f", {r['s/q']} s/q",
         "[LeapQuery](leapquery.md)")
-    summary = next(line for line in intervals_summary().splitlines() if line.startswith(f"| {rtr} |"))
-    n, em, f1, recall = (c.strip() for c in summary.strip("|").split("|")[1:5])
-    add("MuSiQue dev, distractor", n, f"EM {em}, F1 {f1}, sup. recall {recall}", "[intervals](../benchmarks/intervals.md)")
+    r = interval_cells()[rtr]
+    add("MuSiQue dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}",
+        "[intervals](../benchmarks/intervals.md)")
     names = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa": "2WikiMultihopQA"}
     setting_names = {"distractor": "distractor", "open": "open (demo corpus)"}
     for table in json.loads(PRESETS.read_text(encoding="utf-8"))["tables"]:
@@ -543,7 +572,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "call-layers": call_layers_table,
     "every-method": every_method_table,
     **{f"every-method-{name}": (lambda name=name: every_method_table(name)) for name in EVERY_METHOD_PAGES},
-    **{name: (lambda name=name: recorded_table(name)) for name in recorded_names()},
+    **{name: (lambda name=name: recorded_table(name)) for name in recorded_tables()},
 }
 
 
@@ -563,7 +592,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.pictures:
         with tempfile.TemporaryDirectory(prefix="hopqa-doc-plots-") as tmp:
-            report_of(FIXTURES / "qwen_musique30.json.gz", "retrieve-then-read", ["f1"], plots_to=Path(tmp))
+            report_of(MUSIQUE30, "retrieve-then-read", ["f1"], plots_to=Path(tmp))
             target = DOCS / "benchmarks" / "intervals-differences.png"
             target.write_bytes((Path(tmp) / "differences.png").read_bytes())
             print(f"drew {target.relative_to(ROOT)}")
