@@ -156,3 +156,36 @@ def test_milvus_reuses_the_vectors_of_a_dense_index_of_the_same_corpus(milvus, t
     build_corpus_index(corpus, f"{milvus}/hopqa_shared", "hybrid", engine="milvus", embedder=again,
                        cache_dir=tmp_path / "cache", progress=False, overwrite=True)
     assert first.batches == 1 and again.batches == 0
+
+
+def test_connections_do_not_ping_an_idle_server(milvus):
+    """pymilvus pings idle connections every 10 s; milvus-lite (gRPC's default policy) answers
+    that with GOAWAY "too_many_pings" after a minute's idle, which failed the next client made
+    for the same server (CI, stop 48). hopqa's connections ping only during calls."""
+    from hopqa.retrieval.milvus import GRPC_OPTIONS, _client
+
+    client, collection = _client(f"{milvus}/hopqa_idle")
+    assert collection == "hopqa_idle" and GRPC_OPTIONS == {"grpc.keepalive_permit_without_calls": 0}
+    assert client._handler._grpc_options == GRPC_OPTIONS
+    assert isinstance(client.list_collections(), list)
+
+
+def test_a_shared_connection_that_cannot_be_recovered_is_replaced_once(monkeypatch):
+    import pymilvus
+
+    from hopqa.retrieval.milvus import _client
+
+    made: list[dict] = []
+
+    class Client:
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+            if not kwargs.get("dedicated") or len(made) > 2:
+                raise ConnectionError("Too many pings")
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", Client)
+    client, _ = _client("milvus://127.0.0.1:1/c")
+    assert isinstance(client, Client) and [m.get("dedicated", False) for m in made] == [False, True]
+    with pytest.raises(RetrievalIndexError, match=r"cannot reach Milvus at http://127.0.0.1:1: ConnectionError"):
+        _client("milvus://127.0.0.1:1/c")
+    assert len(made) == 4

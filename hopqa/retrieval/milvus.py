@@ -76,14 +76,27 @@ def parse_uri(uri: str) -> tuple[str, str]:
     return f"{'http' if scheme == 'milvus' else scheme}://{host}", collection
 
 
+#: gRPC channel options of hopqa's Milvus connections. pymilvus pings an idle connection every
+#: 10 s; a gRPC server with the library's default policy (milvus-lite's) answers pings without
+#: calls more often than every 5 min with GOAWAY "too_many_pings", which broke the next client
+#: made for the same server after a minute's idle. Keepalive pings are kept during calls.
+GRPC_OPTIONS = {"grpc.keepalive_permit_without_calls": 0}
+
+
 def _client(uri: str) -> tuple[Any, str]:
+    """A client of the server in ``uri`` and the collection's name. pymilvus shares one
+    connection per server; if that one cannot be brought back, a dedicated one is tried once."""
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
         raise RetrievalIndexError("Milvus needs pymilvus: pip install 'hopqa[milvus]'") from exc
     server, collection = parse_uri(uri)
+    kwargs = {"uri": server, "token": milvus_token() or "", "timeout": 30, "grpc_options": dict(GRPC_OPTIONS)}
     try:
-        client = MilvusClient(uri=server, token=milvus_token() or "", timeout=30)
+        try:
+            client = MilvusClient(**kwargs)
+        except Exception:  # a shared connection the server closed: once more on a new one
+            client = MilvusClient(**kwargs, dedicated=True)
     except Exception as exc:  # pymilvus raises its own MilvusException / grpc errors
         raise RetrievalIndexError(f"cannot reach Milvus at {server}: {type(exc).__name__}: {exc}") from exc
     return client, collection
