@@ -158,7 +158,7 @@ SUMMARY_COLUMNS = ("method", "n", "EM", "F1", "sup. recall", "parsed", "LLM call
 def interval_cells() -> dict[str, dict[str, str]]:
     """Each of issue 32's runs (by the report's label) as the intervals page's summary shows it,
     by column (``SUMMARY_COLUMNS``): its figures and their intervals as ``hopqa report`` writes
-    them (``0.078 ±0.080``, a rate as ``91.9 % ±7.5 %``); LLM calls without theirs, a parse rate
+    them (``0.078 ±0.082``, a rate as ``91.9 % ±7.4 %``); LLM calls without theirs, a parse rate
     of 100 % without its (every step parsed: nothing to spread), ``(on N)`` after a figure over
     fewer questions than the run answered (support figures: the questions answered with
     passages), and a note instead of the seconds of a run that was paused while it ran
@@ -250,8 +250,8 @@ def presets_against_defaults() -> str:
 def demo_candidates(dataset: str = "musique", setting: str = "open", demo: str = "ircot") -> str:
     """docs/benchmarks/demo-method.md: every run of the presets benchmark in the setting ``hopqa
     ask`` works in, against the demo's method (``demo``) on the questions both answered (paired
-    by id from each run's ``f1_by_id``, ``hopqa.evaluation.stats.compare``)."""
-    from hopqa.evaluation.stats import compare
+    by id from each run's ``f1_by_id`` as ``hopqa report`` pairs runs: ``compare_by_id``)."""
+    from hopqa.evaluation.report import compare_by_id
 
     figures = json.loads(PRESETS.read_text(encoding="utf-8"))
     table = next(t for t in figures["tables"] if t["dataset"] == dataset and t["setting"] == setting)
@@ -268,10 +268,9 @@ def demo_candidates(dataset: str = "musique", setting: str = "open", demo: str =
         elif "f1_by_id" not in run:
             against = "– (its records are gone)"
         else:
-            shared = sorted(reference.keys() & run["f1_by_id"].keys())
-            c = compare([run["f1_by_id"][i] for i in shared], [reference[i] for i in shared])
+            c = compare_by_id(run["f1_by_id"], reference)
             against = _against({**dataclasses.asdict(c), "significant": c.significant})
-            against += f" ({len(shared)} questions)" if len(shared) != len(reference) else ""
+            against += f" ({c.n} questions)" if c.n != len(reference) else ""
         lines.append(f"| {_preset_label(label)} | {run['f1']:.3f} | {seconds} | {against} |")
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,7 @@ Retrieve-then-Read and IRCoT, on the same questions, with paired intervals.
         [--settings distractor,open] [--limit 30] [--methods hgot,gensco-stop,self-dc,leapquery,tor]
         [--baselines retrieve-then-read,ircot] [--variants defaults,small-model]
         [--llm embedded:qwen2.5-1.5b] [--out runs/bench-presets] [--report-only] [--figures FILE]
+        [--merge-into docs/results/presets.json --merge-note TEXT]
 
 Every (setting, dataset, method, variant) is one ``hopqa eval`` run, resumable: re-running
 continues where it stopped and never redoes a finished question (run it in the background, one
@@ -20,15 +21,17 @@ Then, per dataset and setting, ``hopqa report`` over both variants with ``--base
 retrieve-then-read``: every method and variant against Retrieve-then-Read on the questions both
 answered (the paired difference, its 95 % interval, p, win / tie / loss), and each preset
 against its own defaults (the ``vs defaults`` lines: the paired F1 difference on the shared
-questions, computed here with ``hopqa.evaluation.stats``).
+questions, paired by id as ``hopqa report`` pairs runs: ``compare_by_id``).
 
 The figures go to ``--figures`` (default ``OUT/figures.json``) with the date, machine, model and
 command: per dataset and setting each complete run's F1, its median seconds a question (a
 median, so that a run paused for a while still shows its pace) and its comparison with
 Retrieve-then-Read, and each preset against its defaults; each run's F1 by question id too
 (``f1_by_id``), so that a later run can be paired with it after its records are gone.
-``docs/results/presets.json`` is a copy of it, from which ``benchmarks/doc_tables.py`` renders
-the docs' tables.
+``docs/results/presets.json`` gathers them, from which ``benchmarks/doc_tables.py`` renders the
+docs' tables: ``--merge-into docs/results/presets.json --merge-note "what ran and why"`` merges a
+run's figures into it (``merge_figures``: runs and comparisons replaced by label or added, the
+merge recorded under ``about.merged``).
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # benchmarks/figures.py (the script's folder is on sys.path)
 from figures import about, write_figures
 
+from hopqa.evaluation.report import compare_by_id
 from hopqa.evaluation.runner import read_results
-from hopqa.evaluation.stats import compare
 
 #: Options every run of a method takes, defaults and preset alike (``--set`` values).
 SHARED: dict[str, list[str]] = {
@@ -137,7 +141,7 @@ def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
             "preset_vs_defaults": []}
 
 
-def report(args: argparse.Namespace, datasets: list[str], settings: list[str], methods: list[str]) -> None:
+def report(args: argparse.Namespace, datasets: list[str], settings: list[str], methods: list[str]) -> Path:
     out = Path(args.out)
     tables: list[dict] = []
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; LLM {args.llm}; "
@@ -159,19 +163,73 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
             for method in methods:
                 base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
                 tuned = f1_by_id(run_dir(out, PRESET, dataset, setting, method))
-                shared = sorted(base.keys() & tuned.keys())
-                if not shared:
+                c = compare_by_id(tuned, base)  # as ``hopqa report`` pairs runs
+                if not c.n:
                     continue
-                c = compare([tuned[i] for i in shared], [base[i] for i in shared])
-                print(f"{method} {PRESET} vs defaults, F1 on {len(shared)} shared questions: {c.diff:+.3f} "
+                print(f"{method} {PRESET} vs defaults, F1 on {c.n} shared questions: {c.diff:+.3f} "
                       f"[{c.low:+.3f}, {c.high:+.3f}], p = {c.p_value:.3g}, {c.wins} / {c.ties} / {c.losses}")
-                table["preset_vs_defaults"].append({"method": method, "n": len(shared), "diff": c.diff, "low": c.low,
+                table["preset_vs_defaults"].append({"method": method, "n": c.n, "diff": c.diff, "low": c.low,
                                                     "high": c.high, "p_value": c.p_value, "wins": c.wins,
                                                     "ties": c.ties, "losses": c.losses})
     target = write_figures(args.figures or out / "figures.json",
                            about(llm=args.llm, limit=args.limit, shared_options=SHARED, response_cache="off"),
                            tables=tables)
     print(f"figures: {target}", file=sys.stderr)
+    return target
+
+
+def _paired(c: Any, label: str) -> dict:
+    """A comparison as the figures keep it (``hopqa report``'s fields)."""
+    return {"n": c.n, "diff": c.diff, "low": c.low, "high": c.high, "p_value": c.p_value, "wins": c.wins,
+            "ties": c.ties, "losses": c.losses, "excludes_zero": c.excludes_zero, "significant": c.significant,
+            "method": label}
+
+
+def merge_figures(new: dict, into: Path, what: str) -> list[str]:
+    """Merge the figures ``new`` (this script's) into the figures file ``into``, table by dataset
+    and setting: a run replaces the run of the same label or is added, as do its comparisons;
+    a run with F1 by id and no comparison with Retrieve-then-Read (a run merged before
+    Retrieve-then-Read's F1 by id was kept) is paired with it as ``hopqa report`` pairs runs.
+    ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
+    run and why). Written atomically; the lines describing each change are returned."""
+    old = json.loads(into.read_text(encoding="utf-8"))
+    log: list[str] = []
+    for table in new["tables"]:
+        key = (table["dataset"], table["setting"])
+        cur = next((t for t in old["tables"] if (t["dataset"], t["setting"]) == key), None)
+        if cur is None:
+            old["tables"].append(table)
+            log.append(f"added the table {key[0]}, {key[1]}")
+            continue
+        for field, name in (("runs", "label"), ("vs_retrieve_then_read", "method"), ("preset_vs_defaults", "method")):
+            where = {item[name]: i for i, item in enumerate(cur[field])}
+            for item in table[field]:
+                verb = "replaced" if item[name] in where else "added"
+                if item[name] in where:
+                    cur[field][where[item[name]]] = item
+                else:
+                    cur[field].append(item)
+                figure = (f"F1 {item['f1']:.3f}" if field == "runs" else
+                          f"{item['diff']:+.3f} [{item['low']:+.3f}, {item['high']:+.3f}]")
+                log.append(f"{verb} {key[0]}, {key[1]}: {field} {item[name]} (n {item['n']}, {figure})")
+    for table in old["tables"]:
+        base = next((r for r in table["runs"] if r["label"] == "retrieve-then-read"), None)
+        if base is None or "f1_by_id" not in base:
+            continue
+        have = {c["method"] for c in table["vs_retrieve_then_read"]}
+        for r in table["runs"]:
+            if r["label"] in have or r is base or "f1_by_id" not in r:
+                continue
+            c = compare_by_id(r["f1_by_id"], base["f1_by_id"])
+            table["vs_retrieve_then_read"].append(_paired(c, r["label"]))
+            log.append(f"paired {table['dataset']}, {table['setting']}: {r['label']} against retrieve-then-read "
+                       f"{c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}]")
+    a = new["about"]
+    old["about"].setdefault("merged", []).append({"date": a["date"], "command": a["command"],
+                                                  "machine": a["machine"], "what": what})
+    about_old = old.pop("about")
+    write_figures(into, about_old, **old)
+    return log
 
 
 def main() -> None:
@@ -187,6 +245,10 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench-presets")
     ap.add_argument("--report-only", action="store_true", help="print the tables of what has run")
     ap.add_argument("--figures", help="where the figures go as JSON (default OUT/figures.json)")
+    ap.add_argument("--merge-into", metavar="FILE",
+                    help="then merge them into this figures file (docs/results/presets.json): runs and comparisons "
+                         "replaced by label or added, the merge recorded in its about.merged")
+    ap.add_argument("--merge-note", default="", help="what was run and why, for about.merged (with --merge-into)")
     args = ap.parse_args()
     datasets = [d for d in args.datasets.split(",") if d]
     settings = [s for s in args.settings.split(",") if s]
@@ -205,7 +267,11 @@ def main() -> None:
                         run(args, dataset, setting, method, "defaults")
                     if PRESET in variants and has_preset(method):
                         run(args, dataset, setting, method, PRESET)
-    report(args, datasets, settings, methods)
+    figures = report(args, datasets, settings, methods)
+    if args.merge_into:
+        new = json.loads(figures.read_text(encoding="utf-8"))
+        for line in merge_figures(new, Path(args.merge_into), args.merge_note or new["about"]["command"]):
+            print(line)
     print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
 
 

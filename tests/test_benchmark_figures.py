@@ -79,6 +79,15 @@ def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault
     assert table["vs_retrieve_then_read"] == []
     (against,) = table["preset_vs_defaults"]
     assert (against["method"], against["n"]) == ("self-dc", 2)
+    target = tmp_path / "presets.json"
+    target.write_text(json.dumps({"about": {"date": "2026-11-27"}, "tables": []}))
+    done = _run("presets.py", "--report-only", "--datasets", "musique", "--settings", "distractor", "--methods",
+                "self-dc", "--out", str(tmp_path / "bench"), "--figures", str(tmp_path / "again.json"),
+                "--merge-into", str(target), "--merge-note", "Self-DC on two questions", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "added the table musique, distractor" in done.stdout
+    merged = json.loads(target.read_text())
+    assert merged["tables"] == [table] and merged["about"]["merged"][0]["what"] == "Self-DC on two questions"
 
 
 def _figures_of(script: str, server, tmp_path: Path, *args: str) -> dict:
@@ -135,3 +144,59 @@ def test_foundation_writes_each_parts_rows(fault_server, tmp_path):  # noqa: F81
     assert rows["cache"][0]["calls"] == 500 and rows["cache"][0]["hit_ms"] > 0
     llm = rows["llm"][0]
     assert llm["llm"] == spec and llm["prompt_tokens"] > 0 and llm["loglikelihood_tokens"] > 0
+
+
+def _presets_module(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("presets_bench", ROOT / "benchmarks" / "presets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_presets_merges_its_figures_into_a_figures_file(monkeypatch, tmp_path):
+    """--merge-into: a run replaces the run of its label or is added with its comparisons, a
+    table is added, a run with F1 by id but no comparison is paired with Retrieve-then-Read as
+    the report pairs runs, and the merge is recorded."""
+    from hopqa.evaluation.report import compare_by_id
+
+    presets = _presets_module(monkeypatch)
+    ids = [f"q{i}" for i in range(8)]
+    rtr = {q: float(i % 2) for i, q in enumerate(ids)}
+    old_run = {q: 0.0 for q in ids}
+    kept = {q: float(i % 3 == 0) for i, q in enumerate(ids)}
+
+    def run(label, by_id):
+        return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
+                "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
+
+    target = tmp_path / "presets.json"
+    target.write_text(json.dumps({"about": {"date": "2026-11-27", "command": "first"}, "tables": [
+        {"dataset": "musique", "setting": "open", "preset_vs_defaults": [],
+         "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", old_run), run("self-dc (defaults)", kept)],
+         "vs_retrieve_then_read": [{"method": "hgot (small-model)", "n": 8, "diff": -0.5, "low": -0.9, "high": -0.1}]}]}))
+    better = {q: 1.0 for q in ids}
+    new = {"about": {"date": "2026-11-28", "command": "benchmarks/presets.py --report-only", "machine": "m"},
+           "tables": [{"dataset": "musique", "setting": "open", "preset_vs_defaults": [],
+                       "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", better)],
+                       "vs_retrieve_then_read": [presets._paired(compare_by_id(better, rtr), "hgot (small-model)")]},
+                      {"dataset": "hotpotqa", "setting": "distractor", "runs": [], "vs_retrieve_then_read": [],
+                       "preset_vs_defaults": []}]}
+    log = presets.merge_figures(new, target, "HGOT re-run")
+    merged = json.loads(target.read_text())
+    (musique, hotpot) = merged["tables"]
+    assert hotpot["dataset"] == "hotpotqa" and "added the table hotpotqa, distractor" in log
+    assert [r["label"] for r in musique["runs"]] == ["retrieve-then-read", "hgot (small-model)", "self-dc (defaults)"]
+    assert musique["runs"][1]["f1_by_id"] == better
+    against = {c["method"]: c for c in musique["vs_retrieve_then_read"]}
+    assert against.keys() == {"hgot (small-model)", "self-dc (defaults)"}
+    assert against["hgot (small-model)"]["diff"] == 0.5
+    expected = compare_by_id(kept, rtr)
+    assert (against["self-dc (defaults)"]["low"], against["self-dc (defaults)"]["high"]) == (expected.low, expected.high)
+    assert any(line.startswith("paired musique, open: self-dc (defaults)") for line in log)
+    assert merged["about"]["command"] == "first"
+    assert merged["about"]["merged"] == [{"date": "2026-11-28", "command": "benchmarks/presets.py --report-only",
+                                          "machine": "m", "what": "HGOT re-run"}]

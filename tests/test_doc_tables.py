@@ -133,5 +133,5 @@ def test_the_intervals_summary_notes_a_figure_over_fewer_questions():
     tables = _doc_tables()
     lines = tables.intervals_summary().splitlines()
     self_dc = next(line for line in lines if line.startswith("| self-dc"))
-    assert "| 0.457 ±0.143 (on 23) |" in self_dc and self_dc.endswith("| – (paused for measurements) |")
+    assert "| 0.457 ±0.144 (on 23) |" in self_dc and self_dc.endswith("| – (paused for measurements) |")
     assert "(on " not in next(line for line in lines if line.startswith("| ircot (JSON)"))

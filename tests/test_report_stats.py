@@ -17,6 +17,7 @@ from hopqa.evaluation import stats
 from hopqa.evaluation.report import (
     build_report,
     collect_rows,
+    compare_by_id,
     compare_rows,
     field_value,
     markdown_table,
@@ -166,7 +167,7 @@ def test_table_rows_carry_intervals_equal_to_the_summary_and_n(tmp_path):
     (row,) = collect_rows([run])
     summary = summarize(row.records.values(), run)
     assert row.metrics == summary.metrics and row.n == 6 and row.failed == 1
-    values = [1.0, 0.5, 0.0, 0.25, 1.0, 0.0]  # the failed question scores 0
+    values = [1.0, 0.5, 0.0, 0.0, 0.25, 1.0]  # in id order; the failed question (2hop__9_9) scores 0
     ref = stats.interval(values)
     assert row.metrics["f1"] == pytest.approx(ref.value) and row.intervals["f1"] == (ref.low, ref.high)
     assert row.intervals["llm_calls_per_q"] == (2.0, 2.0)
@@ -205,6 +206,24 @@ def test_paired_comparison_by_id_names_ids_in_one_run_only(tmp_path):
     again, _ = build_report([tmp_path], tmp_path / "report2", baseline="retrieve-then-read", plots=False)
     assert again == text  # fixed seed: the same report
     assert json.loads((tmp_path / "report2" / "report.json").read_text())["seed"] == stats.SEED
+
+
+def test_the_same_results_in_another_order_give_the_same_report(tmp_path):
+    """A resumed run or one with several workers records questions in another order: the
+    intervals and comparisons are drawn in id order, so they do not change."""
+    rng = np.random.default_rng(3)
+    ids = [f"q{i:02d}" for i in range(30)]
+    base_f1 = {q: float(rng.choice([0.0, 0.5, 1.0])) for q in ids}
+    other_f1 = {q: float(rng.choice([0.0, 0.4, 1.0])) for q in ids}
+    reports = []
+    for name, order in (("sorted", ids), ("shuffled", list(rng.permutation(ids)))):
+        _run(tmp_path / name, "retrieve-then-read", {q: base_f1[q] for q in order})
+        _run(tmp_path / name, "hgot", {q: other_f1[q] for q in reversed(order)})
+        rows = collect_rows([tmp_path / name / "retrieve-then-read", tmp_path / name / "hgot"])
+        (pair,) = compare_rows(rows, "retrieve-then-read", metrics=["f1"])
+        reports.append(([(r.method, r.intervals["f1"]) for r in rows], pair.result))
+    assert reports[0] == reports[1]
+    assert reports[0][1] == compare_by_id(other_f1, base_f1)  # what benchmarks/presets.py pairs with
 
 
 def test_unknown_baseline_is_a_clear_error(tmp_path):

@@ -28,8 +28,9 @@ method, per-dataset bars with their intervals, and the differences to the baseli
   ``type`` and ``level``, 2WikiMultihopQA's ``type``, a question file's extras) or of the
   record itself (``status``).
 
-Every resampling uses one fixed seed (``stats.SEED``, or ``seed=``): a report made twice is
-the same.
+Every resampling uses one fixed seed (``stats.SEED``, or ``seed=``) and draws questions in the
+order of their ids: a report made twice is the same, and so is a report of the same results
+recorded in another order (a resumed run, a run with several workers).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import json
 import math
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,7 @@ def collect_rows(run_dirs: list[Path], stratify: bool = False, long_pct: float =
     rows: list[Row] = []
     for d in run_dirs:
         by_id = read_results(d / "results.jsonl")
-        records = list(by_id.values())
+        records = [by_id[qid] for qid in sorted(by_id, key=str)]  # id order: the resamples' positions
         if not records:
             continue
         first = records[0]
@@ -329,6 +330,15 @@ def _values(row: Row, metric: str) -> dict[str, float]:
     return out
 
 
+def compare_by_id(mine: Mapping[str, float], theirs: Mapping[str, float], seed: int = stats.SEED) -> stats.Comparison:
+    """``stats.compare`` of two methods' values by question id, on the ids both hold, in id
+    order (whichever order either run recorded them in); the sample size it reports is for
+    ``TARGET_HALF_WIDTH``."""
+    shared = sorted((q for q in mine if q in theirs), key=str)
+    return stats.compare([mine[q] for q in shared], [theirs[q] for q in shared], seed=seed,
+                         half_width=TARGET_HALF_WIDTH)
+
+
 def compare_rows(rows: list[Row], baseline: str, metrics: Iterable[str] = COMPARED,
                  seed: int = stats.SEED) -> list[PairedRow]:
     """Every row against the row of method ``baseline`` with the same dataset, split, setting
@@ -345,10 +355,7 @@ def compare_rows(rows: list[Row], baseline: str, metrics: Iterable[str] = COMPAR
             for metric in metrics:
                 if metric not in other.metrics or metric not in base.metrics:
                     continue
-                mine, theirs = _values(other, metric), _values(base, metric)
-                shared = [q for q in mine if q in theirs]
-                result = stats.compare([mine[q] for q in shared], [theirs[q] for q in shared], seed=seed,
-                                       half_width=TARGET_HALF_WIDTH)
+                result = compare_by_id(_values(other, metric), _values(base, metric), seed=seed)
                 partial = [f"{r.name} {r.partial_label}" for r in (other, base) if r.partial]
                 out.append(PairedRow(base.dataset, base.split, base.setting, base.stratum, metric, other.name,
                                      base.name, result, sorted(set(other.records) - set(base.records)),
