@@ -45,13 +45,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 # benchmarks/figures.py (the script's folder is on sys.path)
 from figures import about, write_figures
 
 from hopqa.evaluation.report import compare_by_id
 from hopqa.evaluation.runner import read_results
+from hopqa.evaluation.stats import Comparison
 
 #: Options every run of a method takes, defaults and preset alike (``--set`` values).
 SHARED: dict[str, list[str]] = {
@@ -178,7 +178,7 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
     return target
 
 
-def _paired(c: Any, label: str) -> dict:
+def _paired(c: Comparison, label: str) -> dict:
     """A comparison as the figures keep it (``hopqa report``'s fields)."""
     return {"n": c.n, "diff": c.diff, "low": c.low, "high": c.high, "p_value": c.p_value, "wins": c.wins,
             "ties": c.ties, "losses": c.losses, "excludes_zero": c.excludes_zero, "significant": c.significant,
