@@ -57,6 +57,8 @@ from hopqa.evaluation.stats import Comparison
 SHARED: dict[str, list[str]] = {
     "hgot": ["samples=2", "max_steps=2", "entailment_delta=false"],
 }
+#: The fields of a comparison with Retrieve-then-Read the figures keep (``hopqa report``'s).
+COMPARISON_FIELDS = ("n", "diff", "low", "high", "p_value", "wins", "ties", "losses", "excludes_zero", "significant")
 #: The preset compared with the paper's defaults.
 PRESET = "small-model"
 #: Methods whose preset reads token log-probabilities (Self-DC's ``confidence=prob``): the
@@ -134,8 +136,7 @@ def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
              "partial": r["partial"], "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
              "f1_by_id": f1_by_id(Path(r["run"]))}
             for r in rows]
-    comparisons = [{**{k: c[k] for k in ("n", "diff", "low", "high", "p_value", "wins", "ties", "losses",
-                                         "excludes_zero", "significant")}, "method": labels.get(c["method"], c["method"])}
+    comparisons = [{**{k: c[k] for k in COMPARISON_FIELDS}, "method": labels.get(c["method"], c["method"])}
                    for c in data["comparisons"] if c["stratum"] == "all" and c["metric"] == "f1"]
     return {"dataset": dataset, "setting": setting, "runs": runs, "vs_retrieve_then_read": comparisons,
             "preset_vs_defaults": []}
@@ -180,9 +181,7 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
 
 def _paired(c: Comparison, label: str) -> dict:
     """A comparison as the figures keep it (``hopqa report``'s fields)."""
-    return {"n": c.n, "diff": c.diff, "low": c.low, "high": c.high, "p_value": c.p_value, "wins": c.wins,
-            "ties": c.ties, "losses": c.losses, "excludes_zero": c.excludes_zero, "significant": c.significant,
-            "method": label}
+    return {**{k: getattr(c, k) for k in COMPARISON_FIELDS}, "method": label}
 
 
 def merge_figures(new: dict, into: Path, what: str) -> list[str]:
