@@ -217,15 +217,21 @@ def _against(c: dict[str, Any] | None) -> str:
 def presets_table(dataset: str, with_setting: bool) -> str:
     """docs/benchmarks/presets.md: each run of ``dataset`` (F1, the median seconds a question,
     F1 against Retrieve-then-Read on the questions both answered); a partial run is marked
-    ``partial (n of N)`` and its F1 is over its own n questions."""
+    ``partial (n of N)``, a complete run of fewer questions than the table's longest ``first n``
+    (``--limit n``), and its F1 is over its own n questions."""
     figures = json.loads(PRESETS.read_text(encoding="utf-8"))
     head = ["method", "F1", "s/q (median)", "against Retrieve-then-Read, F1 [95 % interval], p, win / tie / loss"]
     head = (["setting"] if with_setting else []) + head
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for table in (t for t in figures["tables"] if t["dataset"] == dataset):
         against = {c["method"]: c for c in table["vs_retrieve_then_read"]}
+        longest = max((run["n"] for run in table["runs"]), default=0)
         for run in table["runs"]:
-            label = _preset_label(run["label"]) + (f", partial ({run['n']} of {run['asked']})" if run["partial"] else "")
+            label = _preset_label(run["label"])
+            if run["partial"]:
+                label += f", partial ({run['n']} of {run['asked']})"
+            elif run["n"] < longest:
+                label += f", first {run['n']}"
             seconds = f"{run['median_seconds']:.0f}" if run["median_seconds"] is not None else "–"
             cells = [label, f"{run['f1']:.3f}", seconds, _against(against.get(run["label"]))]
             lines.append("| " + " | ".join(([table["setting"]] if with_setting else []) + cells) + " |")

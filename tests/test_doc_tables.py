@@ -93,6 +93,24 @@ def test_demo_candidates_pairs_each_run_with_the_demo_method_by_id(tmp_path, mon
     assert lines[3] == "| ircot (JSON) | 0.000 | 40 | (the demo's method) |"
 
 
+def test_presets_table_says_how_many_questions_a_shorter_run_answered(tmp_path, monkeypatch):
+    import json
+
+    tables = _doc_tables()
+    runs = [{"label": "retrieve-then-read", "n": 30, "asked": 30, "partial": False, "f1": 0.5, "median_seconds": 18.0},
+            {"label": "tor (defaults)", "n": 10, "asked": 10, "partial": False, "f1": 0.2, "median_seconds": 82.4},
+            {"label": "ircot", "n": 12, "asked": 30, "partial": True, "f1": 0.6, "median_seconds": None}]
+    against = [{"method": "tor (defaults)", "n": 10, "diff": -0.4, "low": -0.68, "high": -0.16, "p_value": 0.031,
+                "wins": 0, "ties": 4, "losses": 6, "significant": True}]
+    (tmp_path / "p.json").write_text(json.dumps({"about": {}, "tables": [
+        {"dataset": "hotpotqa", "setting": "distractor", "runs": runs, "vs_retrieve_then_read": against}]}))
+    monkeypatch.setattr(tables, "PRESETS", tmp_path / "p.json")
+    assert tables.presets_table("hotpotqa", with_setting=False).splitlines()[2:] == [
+        "| retrieve-then-read | 0.500 | 18 | – |",
+        "| tor, defaults, first 10 | 0.200 | 82 | **−0.400 [−0.680, −0.160]**, p = 0.031, 0 / 4 / 6 |",
+        "| ircot (JSON), partial (12 of 30) | 0.600 | – | – |"]
+
+
 def test_recorded_table_renders_the_cells_as_stored(tmp_path, monkeypatch):
     import json
 
