@@ -400,6 +400,36 @@ def test_short_answer_cuts_a_readers_sentence_to_its_phrase():
     assert marked.answer == "Ada Lovelace" and not marked.trace.root.find("shorten")  # the marker was there
 
 
+def test_grounded_accept_searches_on_from_a_path_that_does_not_state_its_answer():
+    """``grounded_accept`` (issue 33): a [SUPPORTED] review whose brief analysis's answer is not
+    in the path's paragraphs is searched further (MPC writes the query) or stopped at the maximum
+    depth, noted; a path that states it is accepted. Off (the paper): every [SUPPORTED] is accepted."""
+    stated = {**P, "D": Passage("D", "Title D", "Ada Lovelace founded the company that made the gadget.")}
+    retriever = _ScriptedRetriever(TABLE, stated)
+    ans = tor(ScriptedLLM(world_reply), retriever, widths="3,2", depth=2, grounded_accept=True).answer(Q)
+    assert nodes(ans) == [(1, "C", "search"), (2, "CD", "reject"), (1, "A", "search"), (2, "AC", "max depth"),
+                          (2, "AD", "accept"), (1, "B", "reject")]
+    assert retriever.queries == [Q, "info of A", "info of A"]  # C's search, then A's
+    ungrounded = [n for n in ans.trace.root.find("node") if any("grounded_accept" in e["message"] for e in n.events)]
+    assert ["".join(n.inputs["path"]) for n in ungrounded] == ["C", "AC"]
+    assert [ev["passages"] for ev in ans.trace.root.find("tree")[0].outputs["evidence"]] == [["A", "D"]]
+    assert ans.answer == "Ada Lovelace" and ans.metrics["evidence"] == 1.0
+    off = tor(ScriptedLLM(world_reply), _ScriptedRetriever(TABLE, stated), widths="3,2", depth=2).answer(Q)
+    assert nodes(off)[0] == (1, "C", "accept") and not any(
+        "grounded_accept" in e["message"] for n in off.trace.root.find("node") for e in n.events)
+
+
+@pytest.mark.parametrize("answer, stated", [
+    ("Ada Lovelace", True), ("ada  LOVELACE.", True), ("the Title D", True),  # normalised; a title counts
+    ("Lovelace Ada", False), ("Ada Byron", False), ("", False), ("Yes", True), ("no.", True),
+])
+def test_answer_stated_reads_the_paths_titles_and_texts(answer, stated):
+    from hopqa.methods.tor.method import answer_stated
+
+    path = [P["C"], Passage("D", "Title D", "Ada Lovelace founded the company.")]
+    assert answer_stated(answer, path) is stated
+
+
 def test_an_empty_acceptance_answer_keeps_the_reviews_analysis():
     def reply(request: GenerationRequest) -> str:
         return " " if request.text().startswith(ANSWER_FROM_DOCUMENTS) else world_reply(request)
@@ -902,15 +932,23 @@ def test_tor_end_to_end_on_embedded_model_and_a_2wiki_question(smollm2, data_dir
 @pytest.mark.slow
 def test_tor_small_model_preset_end_to_end(smollm2, data_dir):
     """The preset on the real model: the reader's answer is shortened exactly when it needs it,
-    and a kept phrase is the reply's own."""
+    and a kept phrase is the reply's own; with ``grounded_accept`` every accepted path states its
+    answer, and every [SUPPORTED] path that does not is noted and not accepted."""
     from hopqa.datasets import load_dataset
     from hopqa.methods.shorten import in_reply, needs_shortening
+    from hopqa.methods.tor.method import answer_stated
     from hopqa.retrieval.pool import CandidatePool
 
     ex = load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=1)[0]
-    method = build_method("tor", smollm2, preset="small-model", widths="2", depth=1)
+    method = build_method("tor", smollm2, preset="small-model", widths="2", depth=1, grounded_accept=True)
     ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
     assert ans.error is None, ans.error
+    paragraphs = {p.id: p for p in ex.paragraphs}
+    for hop in [h for h in ans.hops if h.label == "accept"]:
+        assert answer_stated(hop.answer, [paragraphs[p["id"]] for p in hop.passages])
+    for node in ans.trace.root.find("node"):
+        if any("grounded_accept" in e["message"] for e in node.events):  # depth 1 is the maximum: stopped
+            assert node.outputs["action"] == "max depth" and node.find("analyse")
     (read,) = ans.trace.root.find("read")
     shortened = read.find("shorten")
     assert bool(shortened) == needs_shortening(read.outputs["answer"], read.outputs["parsed_by"])

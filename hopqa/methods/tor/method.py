@@ -57,6 +57,11 @@ at most ``max_passage_words``=120 words (reviews, completions, acceptance calls,
 and a generated query (``[QUERY]``, ``[INFO]``) is cut to 80 words
 (``hopqa.methods.tor.review.MAX_QUERY_WORDS``).
 
+Not in the paper, off by default (issue 33's remedies for small models): ``short_answer``
+(the reader's sentence cut to its phrase, ``hopqa.methods.shorten``) and ``grounded_accept``
+(an accepted path whose brief analysis's answer is not stated in its paragraphs is treated as
+unsupported: searched further, or stopped at the maximum depth; noted on the node).
+
 Documented fallbacks (recorded in the trace):
 
 - An unreadable review (``failed`` parse) -> **Reject** ("unparseable review" on the node).
@@ -100,7 +105,7 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
-from hopqa.methods.shorten import needs_shortening, shorten
+from hopqa.methods.shorten import in_reply, needs_shortening, shorten
 from hopqa.methods.structured import Parsed, StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import (
     Evidence,
@@ -133,7 +138,7 @@ from hopqa.methods.tor.review import (
     review_schema,
 )
 from hopqa.retrieval.base import Retriever
-from hopqa.text import render_passages
+from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import Step, child_step, step, submit, within
 from hopqa.types import Passage
 
@@ -192,6 +197,12 @@ class ToRConfig(MethodConfig):
     #: cut to the reply's shortest phrase that answers (``hopqa.methods.shorten``, one more call).
     #: Not in the paper: a remedy for small models (issue 33), off by default.
     short_answer: bool = False
+    #: A path is accepted only when the answer of its brief analysis is stated in the path's own
+    #: paragraphs (its words in a row, SQuAD normalisation; yes / no answers count as stated);
+    #: otherwise the node is treated as unsupported: searched further, or stopped at the maximum
+    #: depth. Not in the paper: a remedy for small models' reviews that accept every paragraph
+    #: (issue 33), off by default.
+    grounded_accept: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -411,9 +422,12 @@ class TreeSearch:
             node.step.note("unparseable review: reject (the documented action)")
             return
         if review.supported and review.relevant:
-            node.action = ACCEPT
             node.analysis, node.answer = brief_analysis(self.llm, cfg, self.question, node.path, review)
-            return
+            if not cfg.grounded_accept or answer_stated(node.answer, node.path):
+                node.action = ACCEPT
+                return
+            node.step.note(f"grounded_accept: the answer {node.answer!r} is not stated in the path's paragraphs: "
+                           "the node is treated as unsupported")
         if not review.relevant and cfg.relevance_pruning:
             node.action = REJECT
             return
@@ -548,6 +562,15 @@ def brief_analysis(
             s.note("empty brief analysis: the review's own (its Step-2 thought and [ANSWER])")
             return review.analysis, review.answer
     return analysis, answer or review.answer
+
+
+def answer_stated(answer: str, passages: Sequence[Passage]) -> bool:
+    """Whether ``answer`` is stated in ``passages`` (titles and texts): its normalised words in a
+    row (``hopqa.methods.shorten.in_reply``); ``yes`` and ``no`` always are (a comparison's answer
+    is never written in a paragraph), an empty answer never is."""
+    if normalize_answer(answer) in ("yes", "no"):
+        return True
+    return in_reply(answer, "\n".join(f"{p.title}\n{p.text}" for p in passages))
 
 
 def read_pool(
