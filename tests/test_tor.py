@@ -379,7 +379,7 @@ def test_an_accepted_path_is_answered_from_its_paragraphs():
 
 
 def test_short_answer_cuts_a_readers_sentence_to_its_phrase():
-    """``short_answer`` (the small-model preset): the final reader's reply without "The answer
+    """``short_answer`` (in the small-model preset): the final reader's reply without "The answer
     is" is cut to its phrase by one more call; a reply with the marker, or the option off, is
     read as before."""
     def reply(request: GenerationRequest) -> str:
@@ -392,12 +392,40 @@ def test_short_answer_cuts_a_readers_sentence_to_its_phrase():
 
     plain = tor(ScriptedLLM(reply), widths="3,2", depth=2).answer(Q)
     assert plain.answer == "It was founded by Ada Lovelace in London" and not plain.trace.root.find("shorten")
-    short = tor(ScriptedLLM(reply), widths="3,2", depth=2, preset="small-model").answer(Q)
+    short = tor(ScriptedLLM(reply), widths="3,2", depth=2, short_answer=True).answer(Q)
     assert short.answer == "Ada Lovelace" and short.usage.llm_calls == plain.usage.llm_calls + 1
     (s,) = short.trace.root.find("read")[0].find("shorten")
     assert s.outputs == {"phrase": "Ada Lovelace", "kept": "phrase"}
     marked = tor(ScriptedLLM(world_reply), widths="3,2", depth=2, short_answer=True).answer(Q)
     assert marked.answer == "Ada Lovelace" and not marked.trace.root.find("shorten")  # the marker was there
+
+
+def test_small_model_preset_reads_the_paragraphs_without_analysis_calls():
+    """The small-model preset (issue 33): the same tree, but the reader reads the accepted paths'
+    paragraphs (Table 10's paragraph-based fusion, no assertions), the brief analyses are the
+    reviews' own (no ``analyse`` call), and a reader's sentence without "The answer is" is cut."""
+    paper_llm, small_llm = ScriptedLLM(world_reply), ScriptedLLM(world_reply)
+    paper = tor(paper_llm, widths="3,2", depth=2).answer(Q)
+    small = tor(small_llm, widths="3,2", depth=2, preset="small-model").answer(Q)
+    assert nodes(small) == nodes(paper) and small.metrics == paper.metrics  # the same tree and pool
+    accepted = len(paper.trace.root.find("analyse"))
+    assert accepted and not small.trace.root.find("analyse")
+    assert small.usage.llm_calls == paper.usage.llm_calls - accepted
+    (read,) = small.trace.root.find("read")
+    prompt = read.llm_calls[0]["prompt"]
+    assert read.inputs["fusion"] == "paragraph" and "\nDocuments:" in prompt and "Assertions:" not in prompt
+    assert {p.id for p in small.passages} == {p.id for p in paper.passages}
+    assert small.answer == "Ada Lovelace"
+
+    def sentence(request: GenerationRequest) -> str:  # the paragraph reader answers in a sentence
+        if request.text().startswith(ANSWER_FROM_DOCUMENTS):
+            return "It was founded by Ada Lovelace in London."
+        if request.text().startswith("Question: "):  # hopqa.methods.shorten
+            return "Ada Lovelace"
+        return world_reply(request)
+
+    cut = tor(ScriptedLLM(sentence), widths="3,2", depth=2, preset="small-model").answer(Q)
+    assert cut.answer == "Ada Lovelace" and cut.trace.root.find("read")[0].find("shorten")
 
 
 def test_grounded_accept_searches_on_from_a_path_that_does_not_state_its_answer():
@@ -948,7 +976,7 @@ def test_tor_small_model_preset_end_to_end(smollm2, data_dir):
         assert answer_stated(hop.answer, [paragraphs[p["id"]] for p in hop.passages])
     for node in ans.trace.root.find("node"):
         if any("grounded_accept" in e["message"] for e in node.events):  # depth 1 is the maximum: stopped
-            assert node.outputs["action"] == "max depth" and node.find("analyse")
+            assert node.outputs["action"] == "max depth" and not node.find("analyse")  # the review's own answer
     (read,) = ans.trace.root.find("read")
     shortened = read.find("shorten")
     assert bool(shortened) == needs_shortening(read.outputs["answer"], read.outputs["parsed_by"])

@@ -57,6 +57,11 @@ at most ``max_passage_words``=120 words (reviews, completions, acceptance calls,
 and a generated query (``[QUERY]``, ``[INFO]``) is cut to 80 words
 (``hopqa.methods.tor.review.MAX_QUERY_WORDS``).
 
+The ``small-model`` preset (issue 33): ``fusion=paragraph`` and ``analysis=review`` (the paper's
+own options: the reader reads the accepted paths' paragraphs without the brief analyses, which
+a 1.5B model's one-paragraph paths get wrong and its reader follows; no analysis call), and
+``short_answer``.
+
 Not in the paper, off by default (issue 33's remedies for small models): ``short_answer``
 (the reader's sentence cut to its phrase, ``hopqa.methods.shorten``) and ``grounded_accept``
 (an accepted path whose brief analysis's answer is not stated in its paragraphs is treated as
@@ -296,9 +301,13 @@ class TreeOfReviews(EvidenceReader):
     config: ToRConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"short_answer": True},
+            {"short_answer": True, "fusion": "paragraph", "analysis": "review"},
             "the reader's reply often leaves out \"The answer is\": its first line, a "
-            "sentence, became the answer"),
+            "sentence, became the answer; the reviewer accepts nearly every root paragraph, so the pool "
+            "holds one brief analysis per paragraph, each answering the whole question from that paragraph "
+            "(wrong on most multi-hop questions), and the evidence-based reader follows them: the reader "
+            "reads the accepted paths' paragraphs alone (Table 10, the paper's paragraph-based fusion), and "
+            "the analyses, no longer read, are the reviews' own (no call)"),
     }
 
     def run(self, question: str) -> Result:
