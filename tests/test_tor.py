@@ -959,9 +959,10 @@ def test_tor_end_to_end_on_embedded_model_and_a_2wiki_question(smollm2, data_dir
 
 @pytest.mark.slow
 def test_tor_small_model_preset_end_to_end(smollm2, data_dir):
-    """The preset on the real model: the reader's answer is shortened exactly when it needs it,
-    and a kept phrase is the reply's own; with ``grounded_accept`` every accepted path states its
-    answer, and every [SUPPORTED] path that does not is noted and not accepted."""
+    """The preset on the real model: the reader reads paragraphs (Table 10, no assertions) and no
+    analysis call is made; the reader's answer is shortened exactly when it needs it, and a kept
+    phrase is the reply's own; with ``grounded_accept`` every accepted path states its answer, and
+    every [SUPPORTED] path that does not is noted and not accepted."""
     from hopqa.datasets import load_dataset
     from hopqa.methods.shorten import in_reply, needs_shortening
     from hopqa.methods.tor.method import answer_stated
@@ -978,6 +979,8 @@ def test_tor_small_model_preset_end_to_end(smollm2, data_dir):
         if any("grounded_accept" in e["message"] for e in node.events):  # depth 1 is the maximum: stopped
             assert node.outputs["action"] == "max depth" and not node.find("analyse")  # the review's own answer
     (read,) = ans.trace.root.find("read")
+    assert read.inputs["fusion"] == "paragraph" and "Assertions:" not in read.llm_calls[0]["prompt"]
+    assert not ans.trace.root.find("analyse")
     shortened = read.find("shorten")
     assert bool(shortened) == needs_shortening(read.outputs["answer"], read.outputs["parsed_by"])
     if shortened and shortened[0].outputs["kept"] == "phrase":
