@@ -322,6 +322,26 @@ def test_stops_when_the_top_k_does_not_change_and_at_max_iter():
     assert len(ans.trace.root.find("iteration")) == 2 and retriever.queries[-1] == "What label did Mike Park start?"
 
 
+def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
+    """``choice`` (in the small-model preset, issue 33): the reader's answer to a "which of A or
+    B" question that names neither candidate is asked once more, over the top-k, for one of the two."""
+    question = "Which label is older, Title C or Title B?"  # (not "Title A": an article)
+
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if prompt.endswith("Missing facts as questions:"):
+            return "None"
+        return "Title B" if "one of these two: Title C / Title B" in prompt else "Mike Park"
+
+    for choice, expected in ((True, "Title B"), (False, "Mike Park")):
+        llm = ScriptedLLM(reply)
+        method, _, _ = leap(llm, {question: "CB"}, SCORES, choice=choice)
+        ans = method.answer(question)
+        assert ans.error is None and ans.answer == expected
+        assert len(ans.trace.root.find("choice")) == choice
+    assert leap(ScriptedLLM([]), TABLE, SCORES, preset="small-model")[0].config.choice
+
+
 def test_gap_list_parse_is_recorded_and_unreadable_means_stop():
     method, _, _ = leap(ScriptedLLM(world(["I cannot tell."], {})), TABLE, SCORES)
     ans = method.answer(Q)

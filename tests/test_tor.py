@@ -428,6 +428,32 @@ def test_small_model_preset_reads_the_paragraphs_without_analysis_calls():
     assert cut.answer == "Ada Lovelace" and cut.trace.root.find("read")[0].find("shorten")
 
 
+def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
+    """``choice`` (in the small-model preset, issue 33): on a "which of A or B" question, a reader's
+    answer naming neither candidate (the entity the comparison goes through) is asked once more,
+    over the pool's paragraphs, for one of the two; the paper's reader (off) keeps it."""
+    from hopqa.methods.tor.method import ToRConfig, read_pool
+
+    question = "Which gadget came first, Title C or Title B?"  # (not "Title A": an article)
+
+    def reply(request: GenerationRequest) -> str:
+        if request.text().startswith(ANSWER_FROM_DOCUMENTS):
+            return "The answer is Ada Lovelace."  # the inventor, where the gadget is asked
+        return "Title B\n"
+
+    pool = [Evidence((P["C"], P["B"]), "")]
+    for choice, expected in ((True, "Title B"), (False, "Ada Lovelace")):
+        llm, trace = ScriptedLLM(reply), Trace(question=question, method="tor", config={})
+        with trace.activate():
+            answer, _, passages = read_pool(llm, ToRConfig(fusion="paragraph", shots=1, choice=choice), question, pool, [])
+        assert answer == expected and [p.id for p in passages] == ["C", "B"]
+        steps = trace.root.find("choice")
+        assert len(steps) == choice and len(llm.requests) == 1 + choice
+        if choice:
+            assert steps[0].outputs == {"passages": ["C", "B"], "reply": "Title B", "kept": "Title B", "asked": True}
+    assert build_method("tor", ScriptedLLM([]), ScriptedRetriever(TABLE), preset="small-model").config.choice
+
+
 def test_grounded_accept_searches_on_from_a_path_that_does_not_state_its_answer():
     """``grounded_accept`` (issue 33): a [SUPPORTED] review whose brief analysis's answer is not
     in the path's paragraphs is searched further (MPC writes the query) or stopped at the maximum

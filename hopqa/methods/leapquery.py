@@ -82,6 +82,7 @@ from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import FewShotMethod, MethodConfig, MethodError, Preset, Result, register
+from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
@@ -396,6 +397,11 @@ class LeapQueryConfig(MethodConfig):
     #: the shipped train subsets); 0 (the default): zero-shot. Not the paper's (it publishes no
     #: prompt); ``missing-facts`` shows none.
     shots: int = 0
+    #: A "which of A or B" question's answer held to its two candidates
+    #: (``hopqa.methods.choice``: the candidate the answer names, else one more call reading the
+    #: top-k). Not the paper's: a remedy for small models that answer with the entity the
+    #: comparison goes through (issue 33), off by default.
+    choice: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -428,13 +434,14 @@ class LeapQuery(FewShotMethod):
     components: ClassVar[frozenset[str]] = FewShotMethod.components | {"reranker"}
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"gaps": "bridge", "rerank": "hybrid", "shots": 4},
+            {"gaps": "bridge", "rerank": "hybrid", "shots": 4, "choice": True},
             "the gap questions restated the question or named other passages' entities, never the next hop's: "
             "the hops are taken one at a time, each read from the passages, and the sub-question is asked "
             "about the entity the hop's answer names; zero-shot, half of the first hops restated the question, "
             "so 4 demonstrations of a first hop and a next question are shown; and the LLM reranker gave almost "
             "every passage the same score, so no sub-question's passage entered the top-k: BM25 fused with "
-            "MiniLM ranks them"),
+            "MiniLM ranks them; on comparison questions the reader named the entity the comparison goes through (a "
+            "director where the film is asked): a which-of-two answer is held to the question's candidates"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
@@ -491,7 +498,9 @@ class LeapQuery(FewShotMethod):
             reader = Reader(READ_PROMPT, max_tokens=cfg.max_tokens)
             reading = reader.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
-        return Result(answer=reading.answer, passages=top)
+        answer = (hold_to_choice(self.llm, question, reading.answer, top, cfg.max_passage_words) if cfg.choice
+                  else reading.answer)
+        return Result(answer=answer, passages=top)
 
     def gaps(self, question: str, top: list[Passage], hops: Hops | None = None) -> list[str]:
         """Query generation: the sub-questions for the knowledge gaps of ``top`` (``hops``: with

@@ -110,6 +110,7 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
+from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.shorten import in_reply, needs_shortening, shorten
 from hopqa.methods.structured import Parsed, StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import (
@@ -208,6 +209,11 @@ class ToRConfig(MethodConfig):
     #: depth. Not in the paper: a remedy for small models' reviews that accept every paragraph
     #: (issue 33), off by default.
     grounded_accept: bool = False
+    #: A "which of A or B" question's answer held to its two candidates
+    #: (``hopqa.methods.choice``: the candidate the answer names, else one more call reading the
+    #: pool's paragraphs). Not in the paper: a remedy for small models that answer with the entity
+    #: the comparison goes through (issue 33), off by default.
+    choice: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -301,13 +307,15 @@ class TreeOfReviews(EvidenceReader):
     config: ToRConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"short_answer": True, "fusion": "paragraph", "analysis": "review"},
+            {"short_answer": True, "fusion": "paragraph", "analysis": "review", "choice": True},
             "the reader's reply often leaves out \"The answer is\": its first line, a "
             "sentence, became the answer; the reviewer accepts nearly every root paragraph, so the pool "
             "holds one brief analysis per paragraph, each answering the whole question from that paragraph "
             "(wrong on most multi-hop questions), and the evidence-based reader follows them: the reader "
             "reads the accepted paths' paragraphs alone (Table 10, the paper's paragraph-based fusion), and "
-            "the analyses, no longer read, are the reviews' own (no call)"),
+            "the analyses, no longer read, are the reviews' own (no call); on comparison questions the reader "
+            "named the entity the comparison goes through (a director where the film is asked): a which-of-two "
+            "answer is held to the question's candidates"),
     }
 
     def run(self, question: str) -> Result:
@@ -600,4 +608,7 @@ def read_pool(
         response, answer, how = _ask_reader(llm, cfg, fusion, question, pool, s, "evidence left out to fit the context")
         if getattr(cfg, "short_answer", False) and needs_shortening(answer, how):
             answer = shorten(llm, question, response, answer)
-    return answer, response, distinct_passages(pool)
+    passages = distinct_passages(pool)
+    if getattr(cfg, "choice", False):
+        answer = hold_to_choice(llm, question, answer, passages, cfg.max_passage_words)
+    return answer, response, passages

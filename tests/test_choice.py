@@ -1,0 +1,117 @@
+"""hopqa.methods.choice: a "which of A or B" answer held to the question's candidates (issue 33)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopqa.llm.scripted import ScriptedLLM
+from hopqa.methods.choice import CHOICE_PASSAGES, candidates, hold_to_choice, named
+from hopqa.trace import Trace
+from hopqa.types import Passage
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Which film came out first, Blind Shaft or The Mask Of Fu Manchu?", ("Blind Shaft", "The Mask Of Fu Manchu")),
+    # a candidate holding a comma, and one ending on its own question mark
+    ("Which film has the director born earlier, The Adventures Of Priscilla, Queen Of The Desert or Harvest: 3,000 "
+     "Years?", ("The Adventures Of Priscilla, Queen Of The Desert", "Harvest: 3,000 Years")),
+    ("Which film has the director who died later, What Will You Do When You Catch Me? or School On Fire?",
+     ("What Will You Do When You Catch Me?", "School On Fire")),
+    ("Who is older,  Ada   Lovelace or Charles Babbage ?", ("Ada Lovelace", "Charles Babbage")),
+    ("Which band, Letters to Cleo or Screaming Trees, had more members?", ("Letters to Cleo", "Screaming Trees")),
+    ("Who was born first out of Martin Hodge and Ivania Martinich?", ("Martin Hodge", "Ivania Martinich")),
+    ("Which came first between the Eiffel Tower and the Statue of Liberty?", ("the Eiffel Tower", "the Statue of Liberty")),
+    # no candidates: a yes / no question, a bridge question, three choices, no wh-head
+    ("Are Local H and For Against both from the United States?", None),
+    ("What is the place of birth of the director of film Boden's Boy?", None),
+    ("Which university is older, Harvard or Yale or Princeton?", None),
+    ("In 1990, did Ada or Charles win?", None),
+    ("What is the fight song of the university in Lawrence, Kansas and in Kansas City?", None),
+    ("Who was born first out of Ann and Bob and Carl?", None),
+    ("", None),
+])
+def test_candidates_are_read_off_the_question(question, expected):
+    assert candidates(question) == expected
+
+
+def test_named_is_the_one_candidate_the_answer_names():
+    pair = ("The Adventures Of Priscilla, Queen Of The Desert", "Harvest: 3,000 Years")
+    assert named("Harvest: 3,000 Years.", pair) == pair[1]
+    assert named("Priscilla, Queen of the Desert", pair) == pair[0]  # a part of the candidate
+    assert named("the film Harvest: 3,000 Years", pair) == pair[1]  # the candidate inside the answer
+    assert named("Stephan Elliott", pair) is None  # the director: neither
+    assert named("", pair) is None
+    assert named("Anna", ("Anna Smith", "Anna Jones")) is None  # both: ambiguous
+
+
+def passages(n: int) -> list[Passage]:
+    return [Passage(id=f"p{i}", title=f"Film {i}", text=f"Film {i} was directed by Person {i}.") for i in range(n)]
+
+
+def hold(replies: list[str], question: str, answer: str, given: list[Passage]) -> tuple[str, Trace, ScriptedLLM]:
+    llm = ScriptedLLM(replies=replies)
+    trace = Trace(question=question, method="test", config={})
+    with trace.activate():
+        out = hold_to_choice(llm, question, answer, given, max_words=5)
+    return out, trace, llm
+
+
+QUESTION = "Which film has the director born earlier, Film 1 or Film 2?"
+
+
+def test_an_answer_naming_a_candidate_needs_no_call():
+    out, trace, llm = hold([], QUESTION, "film 2.", passages(3))
+    assert out == "Film 2" and llm.requests == []
+    (s,) = trace.root.children
+    assert s.kind == "choice" and s.outputs["kept"] == "Film 2" and s.outputs["asked"] is False
+
+
+def test_an_answer_naming_neither_asks_once_with_the_passages():
+    out, trace, llm = hold(["Film 1\nmore"], QUESTION, "Person 1", passages(CHOICE_PASSAGES + 3))
+    assert out == "Film 1"
+    (request,) = llm.requests
+    prompt = request.prompt
+    assert "Film 1 / Film 2" in prompt and QUESTION in prompt
+    assert f"Film {CHOICE_PASSAGES - 1}" in prompt and f"Film {CHOICE_PASSAGES}" not in prompt  # capped
+    assert "Film 1 | Film 1 was directed by ..." in prompt  # each passage cut to max_words (5)
+    (s,) = trace.root.children
+    assert s.outputs["kept"] == "Film 1" and s.outputs["asked"] is True and s.outputs["reply"] == "Film 1"
+    assert len(s.outputs["passages"]) == CHOICE_PASSAGES
+
+
+def test_a_reply_naming_neither_keeps_the_answer_noted():
+    out, trace, _ = hold(["Person 2"], QUESTION, "Person 1", passages(2))
+    assert out == "Person 1"
+    (s,) = trace.root.children
+    assert s.outputs["kept"] == "Person 1" and "neither" in s.events[0]["message"]
+
+
+def test_a_question_without_candidates_is_left_alone():
+    out, trace, llm = hold([], "Who directed Film 1?", "Person 1", passages(2))
+    assert out == "Person 1" and llm.requests == [] and trace.root.children == []
+
+
+@pytest.mark.slow
+def test_the_choice_on_the_real_model_and_a_real_comparison_question(smollm2, data_dir):
+    """LeapQuery's small-model preset on SmolLM2, on the first comparison question of the shipped
+    2WikiMultihopQA dev subset (its gold paragraphs and distractors): the answer is held to the
+    question's two candidates, recorded as a ``choice`` step, and is what that step kept."""
+    from hopqa.build import build_method
+    from hopqa.datasets import load_dataset
+    from hopqa.retrieval.pool import CandidatePool
+
+    ex = next(e for e in load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=40) if candidates(e.question))
+    pair = candidates(ex.question)
+    method = build_method("leapquery", smollm2, CandidatePool(ex.paragraphs), preset="small-model", votes=1,
+                          max_iter=1)
+    ans = method.answer(ex.question)
+    assert ans.error is None, ans.error
+    (choice,) = ans.trace.root.find("choice")
+    (read,) = ans.trace.root.find("read")
+    assert choice.inputs == {"candidates": list(pair), "answer": read.outputs["answer"]}
+    assert ans.answer == choice.outputs["kept"]
+    if choice.outputs["asked"]:  # the reader named neither: one call, over the top-k
+        assert len(choice.llm_calls) == 1 and "one of these two" in choice.llm_calls[0]["prompt"]
+        assert ans.answer in (*pair, read.outputs["answer"])
+    else:
+        assert ans.answer in pair and not choice.llm_calls
