@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from hopqa.llm.scripted import ScriptedLLM
-from hopqa.methods.choice import CHOICE_PASSAGES, candidates, hold_to_choice, named
+from hopqa.methods.choice import (
+    CHOICE_PASSAGES,
+    DATES_PROMPT,
+    candidates,
+    date_lines,
+    date_direction,
+    earlier_of,
+    hold_to_choice,
+    named,
+    parse_date,
+)
 from hopqa.trace import Trace
 from hopqa.types import Passage
 
@@ -21,6 +31,7 @@ from hopqa.types import Passage
     ("Which band, Letters to Cleo or Screaming Trees, had more members?", ("Letters to Cleo", "Screaming Trees")),
     ("Who was born first out of Martin Hodge and Ivania Martinich?", ("Martin Hodge", "Ivania Martinich")),
     ("Which came first between the Eiffel Tower and the Statue of Liberty?", ("the Eiffel Tower", "the Statue of Liberty")),
+    ("Between Iain Banks and Irwin Shaw, which writer was born first?", ("Iain Banks", "Irwin Shaw")),
     # no candidates: a yes / no question, a bridge question, three choices, no wh-head
     ("Are Local H and For Against both from the United States?", None),
     ("What is the place of birth of the director of film Boden's Boy?", None),
@@ -28,6 +39,7 @@ from hopqa.types import Passage
     ("In 1990, did Ada or Charles win?", None),
     ("What is the fight song of the university in Lawrence, Kansas and in Kansas City?", None),
     ("Who was born first out of Ann and Bob and Carl?", None),
+    ("Between 1990 and 2000, the band toured.", None),
     ("", None),
 ])
 def test_candidates_are_read_off_the_question(question, expected):
@@ -44,6 +56,45 @@ def test_named_is_the_one_candidate_the_answer_names():
     assert named("Anna", ("Anna Smith", "Anna Jones")) is None  # both: ambiguous
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("October 6, 1988", (1988, 10, 6)),
+    (" born on 6 October 1988.", (1988, 10, 6)),
+    ("Feb. 27th, 1975 (aged 40)", (1975, 2, 27)),
+    ("May 1990", (1990, 5, 0)),
+    ("1927 (death of its director)", (1927, 0, 0)),
+    ("in 1988, he moved", (1988, 0, 0)),
+    ("the 1980s", (1980, 0, 0)),
+    ("unknown", None),
+    ("3,000 Years", None),  # not a year: inside a number
+    ("120 minutes", None),
+    ("12000 people", None),
+    ("", None),
+])
+def test_parse_date(text, expected):
+    assert parse_date(text) == expected
+
+
+def test_earlier_of_compares_at_the_precision_both_give():
+    assert earlier_of((1975, 2, 27), (1988, 10, 6)) == 0 and earlier_of((1988, 11, 1), (1988, 10, 6)) == 1
+    assert earlier_of((1988, 10, 5), (1988, 10, 6)) == 0
+    assert earlier_of((1988, 0, 0), (1988, 10, 6)) is None and earlier_of((1988, 10, 6), (1988, 10, 6)) is None
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Who was born first, Ada Lovelace or Charles Babbage?", "earlier"),
+    ("Which film was released more recently, Boundaries Of The Heart or Truck Turner?", "later"),
+    ("Who is older, Ada Lovelace or Charles Babbage?", "earlier"),
+    ("Which film whose director is younger, Bloody Moon or The House Of Pulcini?", "later"),
+    ("Which film has the director who died later, Film 1 or Film 2?", "later"),
+    # the candidates' own words do not count: "First for Women" asks for nothing
+    ("Which magazine was started earlier, Arthur's Magazine or First for Women?", "earlier"),
+    ("Which magazine has more readers, Arthur's Magazine or First for Women?", None),
+    ("Who was born first and died later, Ada Lovelace or Charles Babbage?", None),  # both ends: neither
+])
+def test_date_direction(question, expected):
+    assert date_direction(question, candidates(question)) == expected
+
+
 def passages(n: int) -> list[Passage]:
     return [Passage(id=f"p{i}", title=f"Film {i}", text=f"Film {i} was directed by Person {i}.") for i in range(n)]
 
@@ -56,14 +107,14 @@ def hold(replies: list[str], question: str, answer: str, given: list[Passage]) -
     return out, trace, llm
 
 
-QUESTION = "Which film has the director born earlier, Film 1 or Film 2?"
+QUESTION = "Which film has the bigger cast, Film 1 or Film 2?"  # no date compared
 
 
 def test_an_answer_naming_a_candidate_needs_no_call():
     out, trace, llm = hold([], QUESTION, "film 2.", passages(3))
     assert out == "Film 2" and llm.requests == []
     (s,) = trace.root.children
-    assert s.kind == "choice" and s.outputs["kept"] == "Film 2" and s.outputs["asked"] is False
+    assert s.kind == "choice" and s.outputs == {"kept": "Film 2", "how": "named"}
 
 
 def test_an_answer_naming_neither_asks_once_with_the_passages():
@@ -75,7 +126,7 @@ def test_an_answer_naming_neither_asks_once_with_the_passages():
     assert f"Film {CHOICE_PASSAGES - 1}" in prompt and f"Film {CHOICE_PASSAGES}" not in prompt  # capped
     assert "Film 1 | Film 1 was directed by ..." in prompt  # each passage cut to max_words (5)
     (s,) = trace.root.children
-    assert s.outputs["kept"] == "Film 1" and s.outputs["asked"] is True and s.outputs["reply"] == "Film 1"
+    assert s.outputs["kept"] == "Film 1" and s.outputs["how"] == "asked" and s.outputs["reply"] == "Film 1"
     assert len(s.outputs["passages"]) == CHOICE_PASSAGES
 
 
@@ -84,6 +135,48 @@ def test_a_reply_naming_neither_keeps_the_answer_noted():
     assert out == "Person 1"
     (s,) = trace.root.children
     assert s.outputs["kept"] == "Person 1" and "neither" in s.events[0]["message"]
+
+
+DATED = "Which film has the director born earlier, Film 1 or Film 2?"
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("Film 1: directed by Person 1, born 1950.\nFilm 2: directed by Person 2, born March 3, 1940.", "Film 2"),
+    ("Film 1: October 6, 1988\nFilm 2: February 27, 1975", "Film 2"),
+    ("1930\n1975\nmore", "Film 1"),  # without the names: the lines in their places
+    ("Film 2: 1975\nFilm 1: 1930", "Film 1"),  # the names, in another order
+])
+def test_dates_are_compared_here_not_by_the_model(reply, expected):
+    """A question comparing dates: the model writes both dates, the earlier (or later) is picked
+    here, whatever candidate the reader named."""
+    out, trace, llm = hold([reply], DATED, "Film 1" if expected == "Film 2" else "Film 2", passages(3))
+    assert out == expected
+    (request,) = llm.requests
+    assert request.prompt == DATES_PROMPT.format(passages="[1] Film 0 | Film 0 was directed by ...\n\n[2] Film 1 | "
+                                                 "Film 1 was directed by ...\n\n[3] Film 2 | Film 2 was directed by ...",
+                                                 question=DATED, first="Film 1", second="Film 2")
+    (s,) = trace.root.children
+    assert s.outputs["how"] == "compared" and s.outputs["direction"] == "earlier" and s.outputs["kept"] == expected
+    later = hold([reply], DATED.replace("born earlier", "born later"), "Person 1", passages(3))[0]
+    assert later == ({"Film 1", "Film 2"} - {expected}).pop()
+
+
+def test_a_year_in_a_candidate_s_name_is_not_its_date():
+    assert date_lines("Man Alive (1945 Film): April 3, 1965\nSitting Target: 1972", ("Sitting Target",
+                      "Man Alive (1945 Film)")) == ("1972", "April 3, 1965")
+    assert date_lines("", ("A", "B")) == ("", "")
+
+
+@pytest.mark.parametrize("reply, note", [
+    ("Film 1: unknown\nFilm 2: 1940", "holds no date"),
+    ("Film 1: 1940\n", "holds no date"),
+    ("Film 1: 1940\nFilm 2: in 1940", "tie"),
+])
+def test_dates_that_do_not_decide_fall_back_to_the_answer_named(reply, note):
+    out, trace, llm = hold([reply], DATED, "film 2", passages(2))
+    assert out == "Film 2" and len(llm.requests) == 1
+    (s,) = trace.root.children
+    assert s.outputs["how"] == "named" and note in s.events[0]["message"]
 
 
 def test_a_question_without_candidates_is_left_alone():
@@ -110,8 +203,12 @@ def test_the_choice_on_the_real_model_and_a_real_comparison_question(smollm2, da
     (read,) = ans.trace.root.find("read")
     assert choice.inputs == {"candidates": list(pair), "answer": read.outputs["answer"]}
     assert ans.answer == choice.outputs["kept"]
-    if choice.outputs["asked"]:  # the reader named neither: one call, over the top-k
-        assert len(choice.llm_calls) == 1 and "one of these two" in choice.llm_calls[0]["prompt"]
-        assert ans.answer in (*pair, read.outputs["answer"])
-    else:
-        assert ans.answer in pair and not choice.llm_calls
+    how = choice.outputs["how"]
+    assert how in ("compared", "named", "asked")
+    if how == "compared":  # the dates written, compared here
+        assert ans.answer in pair and choice.outputs["direction"] in ("earlier", "later")
+    elif how == "named":
+        assert ans.answer in pair
+    else:  # the reader named neither: one call, over the top-k
+        assert "one of these two" in choice.llm_calls[-1]["prompt"] and ans.answer in (*pair, read.outputs["answer"])
+    assert len(choice.llm_calls) == ("direction" in choice.outputs) + (how == "asked")

@@ -325,7 +325,7 @@ def test_stops_when_the_top_k_does_not_change_and_at_max_iter():
 def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
     """``choice`` (in the small-model preset, issue 33): the reader's answer to a "which of A or
     B" question that names neither candidate is asked once more, over the top-k, for one of the two."""
-    question = "Which label is older, Title C or Title B?"  # (not "Title A": an article)
+    question = "Which label is bigger, Title C or Title B?"  # (not "Title A": an article)
 
     def reply(request: GenerationRequest) -> str:
         prompt = request.text()

@@ -434,7 +434,7 @@ def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
     over the pool's paragraphs, for one of the two; the paper's reader (off) keeps it."""
     from hopqa.methods.tor.method import ToRConfig, read_pool
 
-    question = "Which gadget came first, Title C or Title B?"  # (not "Title A": an article)
+    question = "Which gadget is heavier, Title C or Title B?"  # (not "Title A": an article)
 
     def reply(request: GenerationRequest) -> str:
         if request.text().startswith(ANSWER_FROM_DOCUMENTS):
@@ -450,7 +450,7 @@ def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
         steps = trace.root.find("choice")
         assert len(steps) == choice and len(llm.requests) == 1 + choice
         if choice:
-            assert steps[0].outputs == {"passages": ["C", "B"], "reply": "Title B", "kept": "Title B", "asked": True}
+            assert steps[0].outputs == {"passages": ["C", "B"], "reply": "Title B", "kept": "Title B", "how": "asked"}
     assert build_method("tor", ScriptedLLM([]), ScriptedRetriever(TABLE), preset="small-model").config.choice
 
 

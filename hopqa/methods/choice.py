@@ -2,19 +2,32 @@
 
 A comparison question names its candidates and asks for one of them: "Which film came out
 first, Blind Shaft or The Mask of Fu Manchu?", "Who was born first out of Martin Hodge and
-Ivania Martinich?". A small model reading the passages of such a question often answers with
-the entity the comparison goes through instead — the director where the film is asked, a date
-where the person is asked — which scores 0 whatever the comparison found.
+Ivania Martinich?". A small model reading the passages of such a question answers with the
+entity the comparison goes through — the director where the film is asked, a date where the
+person is asked — which scores 0 whatever the comparison found; or it names a candidate, but
+compares the two dates it read wrongly.
 
-``candidates`` reads the two candidates off the question's wording (a wh-question whose last
-clause, after its first comma, is ``A or B``; or ``... out of A and B`` / ``... between A and
-B``; a clause going on after the second candidate, "Which band, A or B, had more members?", ends at
-its comma); anything else (a yes / no question, a question with no such clause, a clause with more
-than one "or") has none, and its answer is left alone. ``hold_to_choice`` then keeps an answer
-that names exactly one candidate — as the candidate, in the question's own words — and asks the
-model once more, with the passages the answer was read from, to answer with one of the two
-(``CHOICE_PROMPT``) when it names neither or both; a reply naming neither keeps the first answer
-(noted). Recorded as a ``choice`` step: the candidates, the answer, the reply, what was kept.
+``candidates`` reads the two candidates off the question's wording (a wh-question whose clause
+after its first comma is ``A or B``; ``... out of A and B`` / ``... between A and B``; or
+``Between A and B, which ...``; a clause going on after the second candidate, "Which band, A or
+B, had more members?", ends at its comma); anything else (a yes / no question, a question with
+no such clause, a clause with more than one "or", "Was A or B born first?") has none, and its
+answer is left alone.
+
+``hold_to_choice`` then settles the answer, recorded as a ``choice`` step (``how``):
+
+- ``compared``: a question that compares two dates ("born first", "released more recently",
+  "younger", "died later": ``date_direction`` reads which end it asks for from its words) has the
+  model write each candidate's date from the passages (``DATES_PROMPT``: "A: date", "B: date"),
+  and the dates are compared here, not by the model: a 1.5B
+  model that writes "born on October 6, 1988" and "born on February 27, 1975" correctly often
+  names the wrong one as older. Used when both lines hold a date (``parse_date``: a year, with
+  its month and day when written) and they differ at the precision both give;
+- ``named``: else, an answer naming exactly one candidate is that candidate, in the question's
+  own words;
+- ``asked``: else (it names neither or both) the model is asked once more, with the passages, to
+  answer with one of the two (``CHOICE_PROMPT``); a reply naming neither keeps the first answer
+  (noted).
 
 Not in any paper: a method offers it as an option (``choice``, off by default), in its
 ``small-model`` preset. Every parser here is linear in its input.
@@ -24,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from hopqa.llm.base import LLMBase
 from hopqa.methods.parsing import clean_answer, first_line_after
@@ -43,6 +57,29 @@ CHOICE_PROMPT = (
     "exactly as written, nothing else.\n"
     "Answer:"
 )
+#: Tokens of the two date lines.
+DATES_TOKENS = 64
+DATES_PROMPT = (
+    "{passages}\n\n"
+    "Question: {question}\n"
+    "Write the date the question compares for each of the two, as the passages give it (unknown if they do "
+    "not), in this form:\n"
+    "{first}: date\n"
+    "{second}: date\n\n"
+)
+#: Words asking for the earlier date ("born first", "older", "released earlier") and the later
+#: ("died later", "younger", "more recently"); a question with words of both asks for neither.
+EARLIER_WORDS = frozenset({"first", "earlier", "earliest", "older", "oldest", "before", "sooner"})
+LATER_WORDS = frozenset({"later", "latest", "last", "younger", "youngest", "newer", "newest", "recently", "recent",
+                         "after"})
+_MONTHS = {m: i for i, name in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
+                                          "september", "october", "november", "december"), 1)
+           for m in (name, name[:3], name[:4])}
+#: A year: four digits from 1000 to 2099, not inside a longer number ("3,000", "12000").
+_YEAR = re.compile(r"(?<![\d.,])(1\d{3}|20\d{2})(?!\d|,\d)")
+#: A month (and its day, before or after it) right before a year: "October 6, 1988", "6 October 1988".
+_MONTH_DAY = re.compile(r"(?:\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True))
+                        + r")\b\.?(?:\s+(\d{1,2})(?:st|nd|rd|th)?)?,?\s*$", re.IGNORECASE)
 #: A question word that opens a choice question's head ("Which film ...", "Who was born ...").
 _WH = re.compile(r"\b(?:which|who|whom|whose|what)\b", re.IGNORECASE)
 _OR = re.compile(r"\s+or\s+", re.IGNORECASE)
@@ -71,7 +108,83 @@ def candidates(question: str) -> tuple[str, str] | None:
     among = _AMONG.search(body)
     if among and _WH.search(body[:among.start()]):
         return _pair(_AND.split(body[among.end():]))
+    if among and among.start() == 0 and comma > 0 and _WH.search(body[comma:]):  # "Between A and B, which ...?"
+        return _pair(_AND.split(body[among.end():comma]))
     return None
+
+
+def date_direction(question: str, pair: tuple[str, str]) -> str | None:
+    """``earlier`` or ``later``: which end of two dates ``question`` asks for, from its words
+    outside the candidates (``EARLIER_WORDS``, ``LATER_WORDS``: "Which magazine was started
+    first, Arthur's Magazine or First for Women?" asks for the earlier); None when it has words
+    of neither or of both."""
+    rest = " ".join(question.split())
+    for c in pair:
+        rest = rest.replace(c, " ")
+    words = set(re.findall(r"[a-z]+", rest.lower()))
+    earlier, later = bool(words & EARLIER_WORDS), bool(words & LATER_WORDS)
+    return None if earlier == later else "earlier" if earlier else "later"
+
+
+def parse_date(text: str) -> tuple[int, int, int] | None:
+    """(year, month, day) of the first year in ``text`` (``_YEAR``), with the month and day
+    written right before it ("October 6, 1988", "6 October 1988"; 0 where not written); None
+    without a year."""
+    m = _YEAR.search(text)
+    if m is None:
+        return None
+    md = _MONTH_DAY.search(text[max(0, m.start() - 40):m.start()])
+    if md is None:
+        return int(m.group(1)), 0, 0
+    day = md.group(1) or md.group(3)
+    return int(m.group(1)), _MONTHS[md.group(2).lower()], int(day) if day and 1 <= int(day) <= 31 else 0
+
+
+def earlier_of(a: tuple[int, int, int], b: tuple[int, int, int]) -> int | None:
+    """0 when ``a`` is the earlier date, 1 when ``b`` is, None when they tie at the precision both
+    give (1988 against October 1988 is a tie; a missing month or day is not a 0)."""
+    for x, y in zip(a, b):
+        if not x or not y:
+            return None
+        if x != y:
+            return 0 if x < y else 1
+    return None
+
+
+def date_lines(reply: str, pair: tuple[str, str]) -> tuple[str, str]:
+    """Each candidate's date line of a ``DATES_PROMPT`` reply, the candidate's name cut off
+    ("Man Alive (1945 Film): April 3, 1965" -> "April 3, 1965", so that a year in a title is not
+    read): the line that starts with the candidate's name, else the line in its place; "" for a
+    candidate without one."""
+    lines = [ln.strip() for ln in reply.splitlines() if ln.strip()]
+    out = []
+    for i, cand in enumerate(pair):
+        line = next((ln for ln in lines if ln.lower().startswith(cand.lower())), None)
+        if line is not None:
+            out.append(line[len(cand):].lstrip(" :-"))
+        else:
+            out.append(lines[i] if i < len(lines) else "")
+    return out[0], out[1]
+
+
+def compare_dates(llm: LLMBase, question: str, pair: tuple[str, str], passages: str, direction: str,
+                  s: Any) -> str | None:
+    """The candidate whose date ``direction`` picks (``compared``, module docstring): one call
+    writes both dates (``DATES_PROMPT``), compared by ``earlier_of``; None (noted on ``s``) when a
+    line holds no date or the dates tie."""
+    gen = llm.generate(DATES_PROMPT.format(passages=passages, question=question, first=pair[0], second=pair[1]),
+                       max_tokens=DATES_TOKENS, temperature=0.0, stop=["\n\n"])
+    first, second = date_lines(gen.text, pair)
+    dates = [parse_date(first), parse_date(second)]
+    s.output(dates_reply=gen.text, lines=[first, second], dates=dates, direction=direction)
+    if dates[0] is None or dates[1] is None:
+        s.note("a candidate's date line holds no date: the answer is settled without comparing")
+        return None
+    earlier = earlier_of(dates[0], dates[1])
+    if earlier is None:
+        s.note("the two dates tie at the precision both give: the answer is settled without comparing")
+        return None
+    return pair[earlier if direction == "earlier" else 1 - earlier]
 
 
 def _contains(words: list[str], part: list[str]) -> bool:
@@ -93,26 +206,33 @@ def named(answer: str, pair: tuple[str, str]) -> str | None:
 def hold_to_choice(llm: LLMBase, question: str, answer: str, passages: Sequence[Passage],
                    max_words: int | None = None) -> str:
     """``answer`` held to the candidates of ``question`` (module docstring): unchanged when the
-    question names none; the candidate it names; else the candidate the model picks reading the
-    first ``CHOICE_PASSAGES`` of ``passages`` (each cut to ``max_words``; one call), or ``answer``
-    when its reply names neither. A ``choice`` step records it whenever the question names
-    candidates."""
+    question names none; else the candidate ``compared``, ``named`` or ``asked`` (at most two
+    calls, each reading the first ``CHOICE_PASSAGES`` of ``passages``, each cut to
+    ``max_words``), or ``answer`` when the asked reply names neither. A ``choice`` step records it
+    whenever the question names candidates."""
     pair = candidates(question)
     if pair is None:
         return answer
     with step("choice", candidates=list(pair), answer=answer) as s:
+        shown = list(passages)[:CHOICE_PASSAGES]
+        rendered = render_passages(shown, max_words=max_words)
+        direction = date_direction(question, pair)
+        if direction is not None:
+            s.output(passages=[p.id for p in shown])
+            hit = compare_dates(llm, question, pair, rendered, direction, s)
+            if hit is not None:
+                s.output(kept=hit, how="compared")
+                return hit
         hit = named(answer, pair)
         if hit is not None:
-            s.output(kept=hit, asked=False)
+            s.output(kept=hit, how="named")
             return hit
-        shown = list(passages)[:CHOICE_PASSAGES]
         s.output(passages=[p.id for p in shown])
-        gen = llm.generate(CHOICE_PROMPT.format(passages=render_passages(shown, max_words=max_words),
-                                                question=question, first=pair[0], second=pair[1]),
+        gen = llm.generate(CHOICE_PROMPT.format(passages=rendered, question=question, first=pair[0], second=pair[1]),
                            max_tokens=CHOICE_TOKENS, temperature=0.0, stop=["\n"])
         reply = clean_answer(first_line_after(gen.text, 0))
         hit = named(reply, pair)
-        s.output(reply=reply, kept=hit or answer, asked=True)
+        s.output(reply=reply, kept=hit or answer, how="asked")
         if hit is None:
             s.note("the reply names neither candidate: the answer is kept")
             return answer
