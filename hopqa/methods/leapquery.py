@@ -397,10 +397,10 @@ class LeapQueryConfig(MethodConfig):
     #: the shipped train subsets); 0 (the default): zero-shot. Not the paper's (it publishes no
     #: prompt); ``missing-facts`` shows none.
     shots: int = 0
-    #: A "which of A or B" question's answer held to its two candidates
-    #: (``hopqa.methods.choice``: the candidate the answer names, else one more call reading the
-    #: top-k). Not the paper's: a remedy for small models that answer with the entity the
-    #: comparison goes through (issue 33), off by default.
+    #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
+    #: two dates compared in code, else the candidate the answer names, else one more call; each
+    #: reading the top-k). Not the paper's: a remedy for small models that compare two dates
+    #: wrongly or answer with the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
 
     def __post_init__(self) -> None:
@@ -440,8 +440,8 @@ class LeapQuery(FewShotMethod):
             "about the entity the hop's answer names; zero-shot, half of the first hops restated the question, "
             "so 4 demonstrations of a first hop and a next question are shown; and the LLM reranker gave almost "
             "every passage the same score, so no sub-question's passage entered the top-k: BM25 fused with "
-            "MiniLM ranks them; on comparison questions the reader named the entity the comparison goes through (a "
-            "director where the film is asked): a which-of-two answer is held to the question's candidates"),
+            "MiniLM ranks them; on comparison questions the reader named the wrong one of two dates it could read: "
+            "a which-of-two answer is held to the question's candidates, two dates compared in code"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,

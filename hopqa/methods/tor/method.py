@@ -209,10 +209,11 @@ class ToRConfig(MethodConfig):
     #: depth. Not in the paper: a remedy for small models' reviews that accept every paragraph
     #: (issue 33), off by default.
     grounded_accept: bool = False
-    #: A "which of A or B" question's answer held to its two candidates
-    #: (``hopqa.methods.choice``: the candidate the answer names, else one more call reading the
-    #: pool's paragraphs). Not in the paper: a remedy for small models that answer with the entity
-    #: the comparison goes through (issue 33), off by default.
+    #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
+    #: two dates compared in code, else the candidate the answer names, else one more call; each
+    #: reading the pool's paragraphs). Not in the paper: a remedy for small models that answer with
+    #: the entity the comparison goes through (issue 33); off by default and not yet in the
+    #: small-model preset (LeapQuery's has it).
     choice: bool = False
 
     def __post_init__(self) -> None:
@@ -307,15 +308,13 @@ class TreeOfReviews(EvidenceReader):
     config: ToRConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"short_answer": True, "fusion": "paragraph", "analysis": "review", "choice": True},
+            {"short_answer": True, "fusion": "paragraph", "analysis": "review"},
             "the reader's reply often leaves out \"The answer is\": its first line, a "
             "sentence, became the answer; the reviewer accepts nearly every root paragraph, so the pool "
             "holds one brief analysis per paragraph, each answering the whole question from that paragraph "
             "(wrong on most multi-hop questions), and the evidence-based reader follows them: the reader "
             "reads the accepted paths' paragraphs alone (Table 10, the paper's paragraph-based fusion), and "
-            "the analyses, no longer read, are the reviews' own (no call); on comparison questions the reader "
-            "named the entity the comparison goes through (a director where the film is asked): a which-of-two "
-            "answer is held to the question's candidates"),
+            "the analyses, no longer read, are the reviews' own (no call)"),
     }
 
     def run(self, question: str) -> Result:
