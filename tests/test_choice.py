@@ -30,7 +30,8 @@ from hopqa.types import Passage
     ("Who is older,  Ada   Lovelace or Charles Babbage ?", ("Ada Lovelace", "Charles Babbage")),
     ("Which band, Letters to Cleo or Screaming Trees, had more members?", ("Letters to Cleo", "Screaming Trees")),
     ("Who was born first out of Martin Hodge and Ivania Martinich?", ("Martin Hodge", "Ivania Martinich")),
-    ("Which came first between the Eiffel Tower and the Statue of Liberty?", ("the Eiffel Tower", "the Statue of Liberty")),
+    ("Which came first between the Eiffel Tower and the Statue of Liberty?",
+     ("the Eiffel Tower", "the Statue of Liberty")),
     ("Between Iain Banks and Irwin Shaw, which writer was born first?", ("Iain Banks", "Irwin Shaw")),
     # no candidates: a yes / no question, a bridge question, three choices, no wh-head
     ("Are Local H and For Against both from the United States?", None),
@@ -40,6 +41,10 @@ from hopqa.types import Passage
     ("What is the fight song of the university in Lawrence, Kansas and in Kansas City?", None),
     ("Who was born first out of Ann and Bob and Carl?", None),
     ("Between 1990 and 2000, the band toured.", None),
+    # "between" / "out of" without a word of comparison: no choice is asked for
+    ("Which river forms the border between France and Germany?", None),
+    ("What is the distance between Paris and London?", None),
+    ("Between Iain Banks and Irwin Shaw, which writer wrote Espedair Street?", None),
     ("", None),
 ])
 def test_candidates_are_read_off_the_question(question, expected):
@@ -152,9 +157,8 @@ def test_dates_are_compared_here_not_by_the_model(reply, expected):
     out, trace, llm = hold([reply], DATED, "Film 1" if expected == "Film 2" else "Film 2", passages(3))
     assert out == expected
     (request,) = llm.requests
-    assert request.prompt == DATES_PROMPT.format(passages="[1] Film 0 | Film 0 was directed by ...\n\n[2] Film 1 | "
-                                                 "Film 1 was directed by ...\n\n[3] Film 2 | Film 2 was directed by ...",
-                                                 question=DATED, first="Film 1", second="Film 2")
+    shown = "\n\n".join(f"[{i + 1}] Film {i} | Film {i} was directed by ..." for i in range(3))
+    assert request.prompt == DATES_PROMPT.format(passages=shown, question=DATED, first="Film 1", second="Film 2")
     (s,) = trace.root.children
     assert s.outputs["how"] == "compared" and s.outputs["direction"] == "earlier" and s.outputs["kept"] == expected
     later = hold([reply], DATED.replace("born earlier", "born later"), "Person 1", passages(3))[0]

@@ -7,12 +7,13 @@ entity the comparison goes through — the director where the film is asked, a d
 person is asked — which scores 0 whatever the comparison found; or it names a candidate, but
 compares the two dates it read wrongly.
 
-``candidates`` reads the two candidates off the question's wording (a wh-question whose clause
-after its first comma is ``A or B``; ``... out of A and B`` / ``... between A and B``; or
-``Between A and B, which ...``; a clause going on after the second candidate, "Which band, A or
-B, had more members?", ends at its comma); anything else (a yes / no question, a question with
-no such clause, a clause with more than one "or", "Was A or B born first?") has none, and its
-answer is left alone.
+``candidates`` reads the two candidates off the question's wording: a wh-question whose clause
+after its first comma is ``A or B`` (a clause going on after the second candidate, "Which band,
+A or B, had more members?", ends at its comma); or, with a word of comparison ("first",
+"older", "more", ...: ``COMPARING_WORDS``), ``... out of A and B``, ``... between A and B`` or
+``Between A and B, which ...``. Anything else (a yes / no question, a question with no such
+clause, a clause with more than one "or", "Was A or B born first?", "Which river forms the
+border between A and B?") has none, and its answer is left alone.
 
 ``hold_to_choice`` then settles the answer, recorded as a ``choice`` step (``how``):
 
@@ -72,13 +73,19 @@ DATES_PROMPT = (
 EARLIER_WORDS = frozenset({"first", "earlier", "earliest", "older", "oldest", "before", "sooner"})
 LATER_WORDS = frozenset({"later", "latest", "last", "younger", "youngest", "newer", "newest", "recently", "recent",
                          "after"})
+#: Words of comparison: a "... out of / between A and B" question holds one to ask for a choice.
+COMPARING_WORDS = EARLIER_WORDS | LATER_WORDS | frozenset({
+    "more", "most", "less", "least", "fewer", "fewest", "larger", "largest", "bigger", "biggest", "higher", "highest",
+    "taller", "tallest", "longer", "longest", "shorter", "shortest", "smaller", "smallest", "better", "best", "worse",
+    "worst", "first", "last"})
 _MONTHS = {m: i for i, name in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
                                           "september", "october", "november", "december"), 1)
            for m in (name, name[:3], name[:4])}
 #: A year: four digits from 1000 to 2099, not inside a longer number ("3,000", "12000").
 _YEAR = re.compile(r"(?<![\d.,])(1\d{3}|20\d{2})(?!\d|,\d)")
 #: A month (and its day, before or after it) right before a year: "October 6, 1988", "6 October 1988".
-_MONTH_DAY = re.compile(r"(?:\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH_DAY = re.compile(r"(?:\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b("
+                        + "|".join(sorted(_MONTHS, key=len, reverse=True))
                         + r")\b\.?(?:\s+(\d{1,2})(?:st|nd|rd|th)?)?,?\s*$", re.IGNORECASE)
 #: A question word that opens a choice question's head ("Which film ...", "Who was born ...").
 _WH = re.compile(r"\b(?:which|who|whom|whose|what)\b", re.IGNORECASE)
@@ -106,11 +113,17 @@ def candidates(question: str) -> tuple[str, str] | None:
         if pair:
             return pair
     among = _AMONG.search(body)
-    if among and _WH.search(body[:among.start()]):
+    if among and _WH.search(body[:among.start()]) and _compares(body[:among.start()]):
         return _pair(_AND.split(body[among.end():]))
-    if among and among.start() == 0 and comma > 0 and _WH.search(body[comma:]):  # "Between A and B, which ...?"
-        return _pair(_AND.split(body[among.end():comma]))
+    if among and among.start() == 0 and comma > 0 and _WH.search(body[comma:]) and _compares(body[comma:]):
+        return _pair(_AND.split(body[among.end():comma]))  # "Between A and B, which ... first?"
     return None
+
+
+def _compares(head: str) -> bool:
+    """Whether ``head`` holds a word of comparison (``COMPARING_WORDS``): "Who was born first out
+    of A and B?" asks to choose, "Which river forms the border between A and B?" does not."""
+    return bool(set(re.findall(r"[a-z]+", head.lower())) & COMPARING_WORDS)
 
 
 def date_direction(question: str, pair: tuple[str, str]) -> str | None:
