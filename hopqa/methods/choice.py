@@ -42,6 +42,7 @@ from typing import Any
 
 from hopqa.llm.base import LLMBase
 from hopqa.methods.parsing import clean_answer, first_line_after
+from hopqa.methods.shorten import in_reply
 from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
@@ -123,7 +124,12 @@ def candidates(question: str) -> tuple[str, str] | None:
 def _compares(head: str) -> bool:
     """Whether ``head`` holds a word of comparison (``COMPARING_WORDS``): "Who was born first out
     of A and B?" asks to choose, "Which river forms the border between A and B?" does not."""
-    return bool(set(re.findall(r"[a-z]+", head.lower())) & COMPARING_WORDS)
+    return bool(_word_set(head) & COMPARING_WORDS)
+
+
+def _word_set(text: str) -> set[str]:
+    """The lower-cased runs of letters of ``text``, for the word lists above."""
+    return set(re.findall(r"[a-z]+", text.lower()))
 
 
 def date_direction(question: str, pair: tuple[str, str]) -> str | None:
@@ -134,7 +140,7 @@ def date_direction(question: str, pair: tuple[str, str]) -> str | None:
     rest = " ".join(question.split())
     for c in pair:
         rest = rest.replace(c, " ")
-    words = set(re.findall(r"[a-z]+", rest.lower()))
+    words = _word_set(rest)
     earlier, later = bool(words & EARLIER_WORDS), bool(words & LATER_WORDS)
     return None if earlier == later else "earlier" if earlier else "later"
 
@@ -200,19 +206,11 @@ def compare_dates(llm: LLMBase, question: str, pair: tuple[str, str], passages: 
     return pair[earlier if direction == "earlier" else 1 - earlier]
 
 
-def _contains(words: list[str], part: list[str]) -> bool:
-    n = len(part)
-    return bool(part) and any(words[i:i + n] == part for i in range(len(words) - n + 1))
-
-
 def named(answer: str, pair: tuple[str, str]) -> str | None:
     """The one candidate of ``pair`` that ``answer`` names (its normalised words are the
-    candidate's, in it, or hold it), or None when it names neither or both."""
-    words = normalize_answer(answer).split()
-    if not words:
-        return None
-    hits = [c for c in pair if _contains(words, normalize_answer(c).split()) or
-            _contains(normalize_answer(c).split(), words)]
+    candidate's, in it, or hold it: ``hopqa.methods.shorten.in_reply`` either way), or None when
+    it names neither or both."""
+    hits = [c for c in pair if in_reply(c, answer) or in_reply(answer, c)]
     return hits[0] if len(hits) == 1 else None
 
 
