@@ -33,6 +33,14 @@ from hopqa.types import Passage
     ("Which came first between the Eiffel Tower and the Statue of Liberty?",
      ("the Eiffel Tower", "the Statue of Liberty")),
     ("Between Iain Banks and Irwin Shaw, which writer was born first?", ("Iain Banks", "Irwin Shaw")),
+    # a question opening on its verb: the second candidate is the run of name words after "or"
+    ("Was Diego Lugano or John R. Gunn born first?", ("Diego Lugano", "John R. Gunn")),
+    ("Was Ian Brennan (Footballer) or Jagnandan Singh born first?", ("Ian Brennan (Footballer)", "Jagnandan Singh")),
+    ("Was Gone with the Wind or The Wizard of Oz released first?", ("Gone with the Wind", "The Wizard of Oz")),
+    ("Did Ada Lovelace or Charles Babbage have more children?", ("Ada Lovelace", "Charles Babbage")),
+    # a wh-head ending on its word of comparison, the names after it with no comma
+    ("Which band was formed first The Exies or Circus Diablo ?", ("The Exies", "Circus Diablo")),
+    ("Which was released first: Up or Cars?", ("Up", "Cars")),
     # no candidates: a yes / no question, a bridge question, three choices, no wh-head
     ("Are Local H and For Against both from the United States?", None),
     ("What is the place of birth of the director of film Boden's Boy?", None),
@@ -41,6 +49,14 @@ from hopqa.types import Passage
     ("What is the fight song of the university in Lawrence, Kansas and in Kansas City?", None),
     ("Who was born first out of Ann and Bob and Carl?", None),
     ("Between 1990 and 2000, the band toured.", None),
+    # opening on its verb without a word of comparison after the names, or with two "or"s
+    ("Did Ada or Charles win?", None),
+    ("Is Paris or London the capital of France?", None),
+    ("Was Ada or Bob or Carl born first?", None),
+    ("Was the author or the editor born first?", None),
+    # no comma, and what follows the word of comparison is not two names
+    ("Which came first the forming of The Dandy Warhols or the birth of Robert Young?", None),
+    ("Which is older than Paris or London?", None),
     # "between" / "out of" without a word of comparison: no choice is asked for
     ("Which river forms the border between France and Germany?", None),
     ("What is the distance between Paris and London?", None),

@@ -93,6 +93,12 @@ _WH = re.compile(r"\b(?:which|who|whom|whose|what)\b", re.IGNORECASE)
 _OR = re.compile(r"\s+or\s+", re.IGNORECASE)
 _AMONG = re.compile(r"\b(?:out of|between)\s+", re.IGNORECASE)
 _AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+#: A question opening on its verb: "Was A or B born first?", "Did A or B die later?".
+_AUX = re.compile(r"^(?:was|were|is|are|did|does|do|has|have|had)\s+", re.IGNORECASE)
+#: Lower-case words inside a name ("Gone with the Wind", "Lothar von Trotha"), kept when a
+#: capitalised word follows them in the run.
+_NAME_LINKS = frozenset({"of", "the", "a", "an", "and", "in", "on", "at", "to", "for", "with", "from", "by", "de",
+                         "du", "da", "des", "del", "della", "der", "den", "van", "von", "la", "le", "y", "&"})
 
 
 def _pair(parts: list[str]) -> tuple[str, str] | None:
@@ -118,7 +124,54 @@ def candidates(question: str) -> tuple[str, str] | None:
         return _pair(_AND.split(body[among.end():]))
     if among and among.start() == 0 and comma > 0 and _WH.search(body[comma:]) and _compares(body[comma:]):
         return _pair(_AND.split(body[among.end():comma]))  # "Between A and B, which ... first?"
+    aux = _AUX.match(body)
+    if aux:
+        return _verb_first(body[aux.end():])
+    if comma < 0 and _WH.match(body):
+        return _head_then_names(body)
     return None
+
+
+def _name_run(text: str) -> tuple[str, str]:
+    """``text`` split after its leading run of name words: words opening on a capital or a digit
+    ("Ian Brennan (Footballer)", "Apollo 13"), with the lower-case words of ``_NAME_LINKS`` between
+    them ("Gone with the Wind"); (name, the rest)."""
+    words = text.split()
+    end = 0
+    for i, w in enumerate(words):
+        head = w.lstrip("(\"'")
+        if head[:1].isupper() or head[:1].isdigit():
+            end = i + 1
+        elif w.lower() not in _NAME_LINKS:
+            break
+    return " ".join(words[:end]), " ".join(words[end:])
+
+
+def _verb_first(rest: str) -> tuple[str, str] | None:
+    """The candidates of a question opening on its verb, ``rest`` being what follows the verb:
+    "A or B born first" (one "or", a name after it, and a word of comparison in what follows the
+    name)."""
+    parts = _OR.split(rest)
+    if len(parts) != 2:
+        return None
+    second, tail = _name_run(parts[1])
+    if not second or not _compares(tail):
+        return None
+    return _pair([parts[0], second])
+
+
+def _head_then_names(body: str) -> tuple[str, str] | None:
+    """The candidates of "Which band was formed first The Exies or Circus Diablo": a wh-head whose
+    last word is a word of comparison, then ``A or B`` to the end, A opening on a capital."""
+    parts = _OR.split(body)
+    if len(parts) != 2:
+        return None
+    words = parts[0].split()
+    last = max((i for i, w in enumerate(words) if _word_set(w) & COMPARING_WORDS), default=-1)
+    if last < 0 or last + 1 >= len(words) or not words[last + 1][:1].isupper():
+        return None
+    first, tail = _name_run(" ".join(words[last + 1:]))
+    return _pair([first, parts[1]]) if first and not tail else None
 
 
 def _compares(head: str) -> bool:
