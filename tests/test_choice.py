@@ -232,3 +232,68 @@ def test_the_choice_on_the_real_model_and_a_real_comparison_question(smollm2, da
     else:  # the reader named neither: one call, over the top-k
         assert "one of these two" in choice.llm_calls[-1]["prompt"] and ans.answer in (*pair, read.outputs["answer"])
     assert len(choice.llm_calls) == ("direction" in choice.outputs) + (how == "asked")
+
+
+# -- the option in the methods that offer it ----------------------------------------------------------------
+def _fixed(name: str, method, answer: str, read: list[Passage], first: list[Passage]) -> None:
+    """Replace ``method``'s own work by an answer read from ``read`` (``first``: what the question's
+    own retrieval gave, for GenSco), so that only what happens after it runs."""
+    from types import SimpleNamespace
+
+    if name == "self-dc":
+        method.solve = lambda q, depth: (answer, read)
+    elif name == "gensco-stop":
+        method.retriever.search = lambda q, k: first
+        method.select = lambda q, candidates: (read, None)
+        method.read = lambda q, context: (answer, answer, "direct")
+    else:  # hgot: the root node's final Predict
+        method.traverse = lambda q, depth: SimpleNamespace(answer=answer, context=[SimpleNamespace(passage=p)
+                                                                                     for p in read])
+
+
+@pytest.mark.parametrize("name", ["self-dc", "gensco-stop", "hgot"])
+@pytest.mark.parametrize("choice", [True, False])
+def test_self_dc_gensco_and_hgot_hold_their_answer_to_the_candidates(name, choice):
+    """``choice`` (off by default) in Self-DC, GenSco and HGOT: a "which of A or B" question's
+    final answer goes through ``hold_to_choice`` over the passages it was read from (GenSco's
+    walk often selects one: the question's own retrieval follows them, each passage once)."""
+    from hopqa.build import build_method
+    from hopqa.retrieval.pool import CandidatePool
+
+    read, first = passages(2), passages(4)[::-1]
+    llm = ScriptedLLM(["Film 2"], scorer=lambda context, text: [-1.0])
+    method = build_method(name, llm, CandidatePool(first), choice=choice)
+    assert build_method(name, llm, CandidatePool(first)).config.choice is False
+    _fixed(name, method, "Person 1", read, first)
+    ans = method.answer(QUESTION)
+    assert ans.error is None, ans.error
+    steps = ans.trace.root.find("choice")
+    assert len(steps) == choice and len(llm.requests) == choice
+    if not choice:
+        assert ans.answer == "Person 1"
+        return
+    assert ans.answer == "Film 2" and steps[0].outputs["how"] == "asked"
+    shown = ["p0", "p1", "p3", "p2"] if name == "gensco-stop" else ["p0", "p1"]
+    assert steps[0].outputs["passages"] == shown
+
+
+@pytest.mark.slow
+def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
+    """Self-DC's small-model preset with ``choice`` on SmolLM2, on the first comparison question of
+    the shipped 2WikiMultihopQA dev subset: one ``choice`` step settles the answer, over passages
+    the method read."""
+    from hopqa.build import build_method
+    from hopqa.datasets import load_dataset
+    from hopqa.retrieval.pool import CandidatePool
+
+    ex = next(e for e in load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=40) if candidates(e.question))
+    pair = candidates(ex.question)
+    method = build_method("self-dc", smollm2_logprobs, CandidatePool(ex.paragraphs), preset="small-model",
+                          choice=True, depth=1, max_tokens=24)
+    ans = method.answer(ex.question)
+    assert ans.error is None, ans.error
+    (choice,) = ans.trace.root.find("choice")
+    assert choice.inputs["candidates"] == list(pair) and ans.answer == choice.outputs["kept"]
+    assert choice.outputs["how"] in ("compared", "named", "asked")
+    read = {p.id for p in ans.passages}
+    assert read and set(choice.outputs["passages"]) <= read

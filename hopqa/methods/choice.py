@@ -267,6 +267,16 @@ def named(answer: str, pair: tuple[str, str]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def distinct(*lists: Sequence[Passage]) -> list[Passage]:
+    """The passages of ``lists`` in order, each id once (the first occurrence): what a method's
+    choice step reads when it gathers passages from more than one place."""
+    seen: dict[str, Passage] = {}
+    for passages in lists:
+        for p in passages:
+            seen.setdefault(p.id, p)
+    return list(seen.values())
+
+
 def hold_to_choice(llm: LLMBase, question: str, answer: str, passages: Sequence[Passage],
                    max_words: int | None = None) -> str:
     """``answer`` held to the candidates of ``question`` (module docstring): unchanged when the

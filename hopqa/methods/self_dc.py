@@ -79,6 +79,7 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
+from hopqa.methods.choice import distinct, hold_to_choice
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
 from hopqa.methods.structured import (
@@ -168,6 +169,11 @@ class SelfDCConfig(MethodConfig):
     #: not trusted to skip retrieval; issue 33). The routes to retrieval and decomposition are
     #: unchanged.
     known_route: Literal["generate", "retrieve"] = "generate"
+    #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
+    #: two dates compared in code, else the candidate the answer names, else one more call; each
+    #: reading the passages the answer was read from, the sub-questions' for a divided question). Not in the paper: a remedy for small models that compare
+    #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
+    choice: bool = False
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -349,6 +355,8 @@ class SelfDC(RetrievingMethod):
     # -- Figure 3 ----------------------------------------------------------------------------------------
     def run(self, question: str) -> Result:
         answer, passages = self.solve(question, 0)
+        if self.config.choice:
+            answer = hold_to_choice(self.llm, question, answer, distinct(passages), self.config.max_passage_words)
         return Result(answer=answer, passages=passages)
 
     def solve(self, q: str, depth: int) -> tuple[str, list[Passage]]:

@@ -112,6 +112,7 @@ from hopqa.methods.gensco.prompts import (
     SUBQUESTION_REPLY,
     SUBQUESTION_SCHEMA,
 )
+from hopqa.methods.choice import distinct, hold_to_choice
 from hopqa.methods.parsing import clean_answer, extract_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -167,6 +168,11 @@ class GenScoConfig(MethodConfig):
     #: restatement is kept (the paper's walk goes on with it). 0: the paper's (no re-ask); a
     #: remedy for small models (issue 33).
     restated_retries: int = field(default=0, metadata={"range": (0, 10)})
+    #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
+    #: two dates compared in code, else the candidate the answer names, else one more call; each
+    #: reading the passages the answer was read from, then the question's own candidates). Not in the paper: a remedy for small models that compare
+    #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
+    choice: bool = False
 
 
 #: The value of a parsed sub-question that ends the decomposition (the paper's end signal).
@@ -442,6 +448,8 @@ class GenSco(FewShotMethod):
             s.output(passages=[p.id for p in context], shuffled=cfg.shuffled, raw=raw, answer=answer, parsed_by=how)
             if not context:
                 s.note("no passage was selected: the generator answered from its own knowledge")
+        if cfg.choice:  # the walk often selects one passage: the question's candidates follow it
+            answer = hold_to_choice(self.llm, question, answer, distinct(context, candidates), cfg.max_passage_words)
         return Result(answer=answer, passages=context)
 
     def select(self, question: str, candidates: list[Passage]) -> tuple[list[Passage], list[str]]:

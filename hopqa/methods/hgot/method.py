@@ -126,6 +126,7 @@ from hopqa.methods.hgot.quality import (
     update_sigma,
     vote,
 )
+from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.parsing import extract_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -216,6 +217,11 @@ class HGOTConfig(MethodConfig):
     #: the in-neighbour's question, which then asked the first hop again), off by default, on in
     #: the ``small-model`` preset.
     rewrite_answers: bool = False
+    #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
+    #: two dates compared in code, else the candidate the answer names, else one more call; each
+    #: reading the σ-ranked passages of the final Predict). Not in the paper: a remedy for small models that compare
+    #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
+    choice: bool = False
 
 
 def _words(text: str) -> list[str]:
@@ -414,7 +420,11 @@ class HGOT(RetrievingMethod):
                 ds = self.demo_set
                 s.output(predict=len(ds.predict), plan=len(ds.plan), rewrite=len(ds.rewrite), **ds.stats)
         node = self.traverse(question, 0)
-        return Result(answer=node.answer, passages=[s.passage for s in node.context])
+        passages = [s.passage for s in node.context]
+        answer = node.answer
+        if self.config.choice:
+            answer = hold_to_choice(self.llm, question, answer, passages, self.config.max_passage_words)
+        return Result(answer=answer, passages=passages)
 
     # -- demonstrations (Appendix D) ---------------------------------------------------------------
     def demos(self, kind: str, question: str) -> list[str]:
