@@ -20,6 +20,7 @@ from hopqa.methods.self_dc import (
     SelfDC,
     SelfDCConfig,
     parse_subquestions,
+    chained,
     parse_verbal_confidence,
     route,
 )
@@ -245,6 +246,30 @@ def test_subquestions_of_a_level_run_concurrently():
     ans = method.answer(Q)
     assert ans.error is None, ans.error
     assert llm.max_in_flight == 2
+
+
+def test_chain_solves_sub_questions_in_order_with_the_earlier_answers():
+    """``chain`` (issue 33; off by default): the second sub-question is asked after the first, with
+    its answer in brackets; its confidence, retrieval and reading see it, while combine-sub-qas
+    lists the sub-questions as decomposed. Without it both are asked as written, at once."""
+    sub1, sub2 = "Which county is Van Hook Township in?", "What is the seat of Mountrail County?"
+    asked2 = f"{sub2} (Mountrail County)"
+    method, llm = scripted({Q: "40", sub1: "10", asked2: "10"}, concurrency=2, chain=True)
+    ans = method.answer(Q)
+    assert ans.error is None, ans.error
+    top, n1, n2 = nodes(ans)
+    assert (n1.inputs["question"], n2.inputs["question"]) == (sub1, asked2)
+    assert n2.outputs["route"] == "retrieve-then-read" and llm.max_in_flight == 1
+    assert [r.inputs["question"] for r in ans.trace.root.find("retrieve-then-read")] == [sub1, asked2]
+    confidence_asks = [r.text().split("Question: ")[-1].split("\n")[0] for r in llm.requests
+                       if r.text().startswith("Please read the question, give the answer")]
+    assert confidence_asks == [Q, sub1, asked2]
+    combine = [r.text() for r in llm.requests if r.text().startswith("Question:")][0]
+    assert f"{sub1} Mountrail County\n{sub2} Stanley" in combine
+    assert chained(sub2, ["", "A", " "]) == f"{sub2} (A)" and chained(sub2, []) == sub2
+    method, llm = scripted({Q: "40", sub1: "10", sub2: "10"})
+    assert [n.inputs["question"] for n in nodes(method.answer(Q))] == [Q, sub1, sub2]
+    assert method.config.chain is False
 
 
 # -- the 'prob' confidence: the mean token probability, routed at the exact boundaries ---------------------------

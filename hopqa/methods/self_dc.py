@@ -14,6 +14,9 @@ Figure 3, prompts of Table 21).
         if c >= alpha + beta: return generate_then_read(q)   # known
         return retrieve_then_read(q)                         # unknown
 
+With ``chain`` (not the paper's; off by default) the sub-questions of one level are solved in
+order instead, each asked with the earlier ones' answers in brackets (``chained``).
+
 The ranges are the paper's: [0, α−β] retrieve, (α−β, α+β) decompose, [α+β, 1] generate; so
 c exactly at α−β retrieves and c exactly at α+β generates (bounds rounded to 10 decimals so
 0.4 − 0.1 is 0.3). GenRead is (α, β) = (0, 0): every c ≥ 0 generates; Retrieve-then-Read is
@@ -174,6 +177,12 @@ class SelfDCConfig(MethodConfig):
     #: reading the passages the answer was read from, the sub-questions' for a divided question). Not in the paper: a remedy for small models that compare
     #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
+    #: The sub-questions of a divided question solved one after another, each asked with the
+    #: answers of the ones before it in brackets ("What is the seat of that county? (Mountrail
+    #: County)"), so that its confidence, retrieval and reading see them. Not in the paper, whose
+    #: sub-questions are independent parts solved at once: a remedy for chains of hops whose later
+    #: sub-questions name the earlier answer only as "that county" (issue 33), off by default.
+    chain: bool = False
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -304,6 +313,13 @@ def subquestions_from_json(obj: dict[str, Any], limit: int = 5) -> list[str] | N
     return _clean_subquestions([_ITEM_MARKER.sub("", x, count=1) for x in items if isinstance(x, str)], limit)
 
 
+def chained(sub: str, earlier: list[str]) -> str:
+    """``sub`` asked with the earlier sub-questions' answers in brackets, the empty ones left out
+    ("What is the seat of that county? (Mountrail County)"); ``sub`` itself when there are none."""
+    given = [a for a in earlier if a.strip()]
+    return f"{sub} ({'; '.join(given)})" if given else sub
+
+
 def route(c: float, alpha: float, beta: float) -> str:
     """Which function handles a question of confidence ``c`` (see the module docstring)."""
     lo, hi = round(alpha - beta, 10), round(alpha + beta, 10)
@@ -383,7 +399,7 @@ class SelfDC(RetrievingMethod):
                     s.output(route="retrieve-then-read", reason="single sub-question")
                     answer, passages = self.retrieve_then_read(q)
                 else:
-                    results = self.solve_all(subs, depth + 1)
+                    results = (self.solve_chain if cfg.chain else self.solve_all)(subs, depth + 1)
                     answer = self.combine(q, subs, [a for a, _ in results])
                     passages = [p for _, ps in results for p in ps]
             s.output(answer=answer)
@@ -397,6 +413,14 @@ class SelfDC(RetrievingMethod):
             return [self.solve(x, depth) for x in subs]
         with ThreadPoolExecutor(max_workers=width) as pool:
             return [f.result() for f in [submit(pool, self.solve, x, depth) for x in subs]]
+
+    def solve_chain(self, subs: list[str], depth: int) -> list[tuple[str, list[Passage]]]:
+        """The sub-questions of one level in order, each asked with the answers before it
+        (``chain``; ``chained``); the results in order."""
+        results: list[tuple[str, list[Passage]]] = []
+        for sub in subs:
+            results.append(self.solve(chained(sub, [a for a, _ in results]), depth))
+        return results
 
     # -- the sub-functions -----------------------------------------------------------------------------------
     def confidence(self, q: str) -> float:
