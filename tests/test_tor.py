@@ -429,7 +429,7 @@ def test_small_model_preset_reads_the_paragraphs_without_analysis_calls():
 
 
 def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
-    """``choice`` (issue 33; not yet in the small-model preset): on a "which of A or B" question, a reader's
+    """``choice`` (issue 33; in the small-model preset): on a "which of A or B" question, a reader's
     answer naming neither candidate (the entity the comparison goes through) is asked once more,
     over the pool's paragraphs, for one of the two; the paper's reader (off) keeps it."""
     from hopqa.methods.tor.method import ToRConfig, read_pool
@@ -451,7 +451,8 @@ def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
         assert len(steps) == choice and len(llm.requests) == 1 + choice
         if choice:
             assert steps[0].outputs == {"passages": ["C", "B"], "reply": "Title B", "kept": "Title B", "how": "asked"}
-    assert not build_method("tor", ScriptedLLM([]), ScriptedRetriever(TABLE), preset="small-model").config.choice
+    assert build_method("tor", ScriptedLLM([]), ScriptedRetriever(TABLE), preset="small-model").config.choice
+    assert not build_method("tor", ScriptedLLM([]), ScriptedRetriever(TABLE)).config.choice
 
 
 def test_grounded_accept_searches_on_from_a_path_that_does_not_state_its_answer():

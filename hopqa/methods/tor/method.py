@@ -59,11 +59,12 @@ and a generated query (``[QUERY]``, ``[INFO]``) is cut to 80 words
 
 The ``small-model`` preset (issue 33): ``fusion=paragraph`` and ``analysis=review`` (the paper's
 own options: the reader reads the accepted paths' paragraphs without the brief analyses, which
-a 1.5B model's one-paragraph paths get wrong and its reader follows; no analysis call), and
-``short_answer``.
+a 1.5B model's one-paragraph paths get wrong and its reader follows; no analysis call),
+``short_answer`` and ``choice``.
 
 Not in the paper, off by default (issue 33's remedies for small models): ``short_answer``
-(the reader's sentence cut to its phrase, ``hopqa.methods.shorten``) and ``grounded_accept``
+(the reader's sentence cut to its phrase, ``hopqa.methods.shorten``), ``choice`` (a "which of A
+or B" answer held to the two candidates, ``hopqa.methods.choice``) and ``grounded_accept``
 (an accepted path whose brief analysis's answer is not stated in its paragraphs is treated as
 unsupported: searched further, or stopped at the maximum depth; noted on the node).
 
@@ -212,8 +213,8 @@ class ToRConfig(MethodConfig):
     #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
     #: two dates compared in code, else the candidate the answer names, else one more call; each
     #: reading the pool's paragraphs). Not in the paper: a remedy for small models that answer with
-    #: the entity the comparison goes through (issue 33); off by default and not yet in the
-    #: small-model preset (LeapQuery's has it).
+    #: the entity the comparison goes through (issue 33); off by default, on in the small-model
+    #: preset.
     choice: bool = False
 
     def __post_init__(self) -> None:
@@ -308,13 +309,15 @@ class TreeOfReviews(EvidenceReader):
     config: ToRConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"short_answer": True, "fusion": "paragraph", "analysis": "review"},
+            {"short_answer": True, "fusion": "paragraph", "analysis": "review", "choice": True},
             "the reader's reply often leaves out \"The answer is\": its first line, a "
             "sentence, became the answer; the reviewer accepts nearly every root paragraph, so the pool "
             "holds one brief analysis per paragraph, each answering the whole question from that paragraph "
             "(wrong on most multi-hop questions), and the evidence-based reader follows them: the reader "
             "reads the accepted paths' paragraphs alone (Table 10, the paper's paragraph-based fusion), and "
-            "the analyses, no longer read, are the reviews' own (no call)"),
+            "the analyses, no longer read, are the reviews' own (no call); on a \"which of A or B\" question the "
+            "reader answers with the entity the comparison goes through (the director where the film is asked): "
+            "its answer is held to the two candidates"),
     }
 
     def run(self, question: str) -> Result:
