@@ -174,8 +174,9 @@ class SelfDCConfig(MethodConfig):
     known_route: Literal["generate", "retrieve"] = "generate"
     #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
     #: two dates compared in code, else the candidate the answer names, else one more call; each
-    #: reading the passages the answer was read from, the sub-questions' for a divided question). Not in the paper: a remedy for small models that compare
-    #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
+    #: reading the passages the answer was read from, the sub-questions' for a divided question).
+    #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
+    #: the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
     #: The sub-questions of a divided question solved one after another, each asked with the
     #: answers of the ones before it in brackets ("What is the seat of that county? (Mountrail

@@ -93,6 +93,7 @@ from hopqa.methods.base import (
     Result,
     register,
 )
+from hopqa.methods.choice import distinct, hold_to_choice
 from hopqa.methods.gensco.prompts import (
     ANSWER_INSTRUCTION,
     ANSWER_INSTRUCTION_ZERO_SHOT,
@@ -112,7 +113,6 @@ from hopqa.methods.gensco.prompts import (
     SUBQUESTION_REPLY,
     SUBQUESTION_SCHEMA,
 )
-from hopqa.methods.choice import distinct, hold_to_choice
 from hopqa.methods.parsing import clean_answer, extract_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -170,8 +170,9 @@ class GenScoConfig(MethodConfig):
     restated_retries: int = field(default=0, metadata={"range": (0, 10)})
     #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
     #: two dates compared in code, else the candidate the answer names, else one more call; each
-    #: reading the passages the answer was read from, then the question's own candidates). Not in the paper: a remedy for small models that compare
-    #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
+    #: reading the passages the answer was read from, then the question's own candidates).
+    #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
+    #: the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
 
 

@@ -82,6 +82,7 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
+from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
 from hopqa.methods.hgot.graph import build_graph, parse_dependencies, parse_steps
 from hopqa.methods.hgot.prompts import (
@@ -126,7 +127,6 @@ from hopqa.methods.hgot.quality import (
     update_sigma,
     vote,
 )
-from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.parsing import extract_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -219,8 +219,9 @@ class HGOTConfig(MethodConfig):
     rewrite_answers: bool = False
     #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
     #: two dates compared in code, else the candidate the answer names, else one more call; each
-    #: reading the σ-ranked passages of the final Predict). Not in the paper: a remedy for small models that compare
-    #: two dates wrongly or answer with the entity the comparison goes through (issue 33), off by default.
+    #: reading the σ-ranked passages of the final Predict).
+    #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
+    #: the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
 
 
