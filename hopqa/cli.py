@@ -33,6 +33,7 @@ from hopqa.config import (
     redact_credentials,
     valid_text,
 )
+from hopqa.evaluation.calibrate import PAPER_ALPHAS, PAPER_BETAS
 
 
 class UsageError(Exception):
@@ -89,6 +90,23 @@ def _number(kind: type, low: float | None = None, high: float | None = None,
 
 #: ``--k``, ``--workers``, ``--limit``: 1 or more.
 COUNT = _number(int, low=1)
+
+
+def _grid(text: str) -> list[float]:
+    """A comma-separated list of numbers in [0, 1] (``--alphas 0.2,0.4``), each once, in order."""
+    values: list[float] = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r} is not a number") from None
+        if not 0.0 <= value <= 1.0:
+            raise argparse.ArgumentTypeError(f"{value:g} is outside 0-1")
+        if value not in values:
+            values.append(value)
+    if not values or len(values) > 20:
+        raise argparse.ArgumentTypeError("give 1 to 20 values")
+    return values
 
 #: The options of the sub-commands that answer questions (ask, eval, demos), declared once:
 #: name -> argparse settings. A sub-command takes them through ``_model_options``.
@@ -489,6 +507,60 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Self-DC's α and β by its paper's two-stage search (``hopqa.evaluation.calibrate``): each
+    point one resumable ``hopqa eval`` run of Self-DC on the questions given, under ``--out``;
+    the table of points, the choice, and ``calibration.json`` with both."""
+    import contextlib
+
+    from hopqa.evaluation.calibrate import FIRST_BETA, two_stage
+
+    for item in args.set or []:
+        if item.partition("=")[0].strip().rpartition(".")[2] in ("alpha", "beta"):
+            raise UsageError(f"--set {item}: calibrate chooses alpha and beta (the grids are --alphas and --betas)")
+    if args.metric == "acc" and not (args.judge or os.environ.get("HOPQA_JUDGE")):
+        raise UsageError("--metric acc is the LLM judge's accuracy: give --judge SPEC (or set $HOPQA_JUDGE)")
+    out = Path(args.out)
+
+    def score(alpha: float, beta: float) -> tuple[float, dict[str, Any]]:
+        point = argparse.Namespace(**vars(args))
+        point.method, point.support_k, point.bertscore = "self-dc", None, None
+        point.set = [*(args.set or []), f"alpha={alpha:g}", f"beta={beta:g}"]
+        point.out = str(out / f"alpha={alpha:g},beta={beta:g}")
+        print(f"hopqa: calibrate: alpha={alpha:g} beta={beta:g}", file=sys.stderr)
+        with contextlib.redirect_stdout(sys.stderr):  # each run's own table: the grid's is printed below
+            cmd_eval(point)
+        run = next(Path(point.out).glob("*/self-dc"))
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        routes: dict[str, int] = {}
+        for line in (run / "results.jsonl").read_text(encoding="utf-8").splitlines():
+            node = next((c for c in json.loads(line).get("trace", {}).get("children", []) if c.get("kind") == "self-dc"),
+                        None)
+            where = (node or {}).get("outputs", {}).get("route", "failed")
+            routes[where] = routes.get(where, 0) + 1
+        return float(summary["metrics"].get(args.metric, 0.0)), {"n": summary["n"], "failed": summary["failed"],
+                                                                  "routes": routes, "run": str(run)}
+
+    try:
+        result = two_stage(score, args.alphas, args.betas, FIRST_BETA)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"| stage | alpha | beta | n | {args.metric} | retrieve / decompose / generate |\n|---|---|---|---|---|---|")
+    for p in result.points:
+        r = p.details["routes"]
+        print(f"| {p.stage} | {p.alpha:g} | {p.beta:g} | {p.details['n']} | {p.score:.3f} | "
+              f"{r.get('retrieve-then-read', 0)} / {r.get('decompose', 0)} / {r.get('generate-then-read', 0)} |")
+    chosen = f"--set alpha={result.alpha:g} --set beta={result.beta:g}"
+    record = {"method": "self-dc", "metric": args.metric, "dataset": args.dataset, "split": args.split,
+              "setting": args.setting, "limit": args.limit, "preset": args.preset, "set": args.set or [],
+              "options": chosen, **result.as_dict()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "calibration.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"\nchosen: alpha={result.alpha:g} beta={result.beta:g} ({args.metric} {result.score:.3f}); use it with "
+          f"{chosen}\nwrote {out / 'calibration.json'}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from hopqa.evaluation.report import COMPARED, build_report
 
@@ -800,6 +872,28 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--retry-failed", action="store_true", help="re-run questions recorded as failed")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
+
+    cal = sub.add_parser("calibrate", parents=[common, eval_options],
+                         help="choose Self-DC's alpha and beta for your model (its paper's two-stage search), resumable")
+    cal.add_argument("--dataset", required=True,
+                     help="dataset name (see hopqa datasets) or your own questions: FILE.jsonl / .json / .csv")
+    cal.add_argument("--split", default="train", help="the questions searched on (default train: not the ones you "
+                     "will report)")
+    cal.add_argument("--setting", default="distractor", help="distractor (own paragraphs) or open (pooled corpus)")
+    cal.add_argument("--limit", type=COUNT, default=20, help="first N questions (default 20)")
+    cal.add_argument("--alphas", type=_grid, default=list(PAPER_ALPHAS),
+                     help="alpha values of the first stage, at beta 0.1 (default 0.1,0.2,...,0.9)")
+    cal.add_argument("--betas", type=_grid, default=list(PAPER_BETAS),
+                     help="beta values of the second stage, at the best alpha (default 0.1,...,0.5)")
+    cal.add_argument("--metric", choices=("f1", "em", "acc"), default="f1",
+                     help="what the search maximises (default f1; acc: the paper's, needs --judge)")
+    cal.add_argument("--judge", help="LLM spec of the judge for --metric acc (default $HOPQA_JUDGE)")
+    cal.add_argument("--workers", type=COUNT, default=1, help="questions answered in parallel (1 or more)")
+    cal.add_argument("--out", default="runs/calibrate", help="where the runs and calibration.json go "
+                     "(default runs/calibrate/)")
+    cal.add_argument("--retry-failed", action="store_true", help="re-run questions recorded as failed")
+    cal.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cal.set_defaults(func=cmd_calibrate)
 
     rp = sub.add_parser("report", parents=[common], help="compare evaluation runs: tables and plots")
     rp.add_argument("runs", nargs="+", help="run directories (searched for results.jsonl)")
