@@ -275,25 +275,3 @@ def test_self_dc_gensco_and_hgot_hold_their_answer_to_the_candidates(name, choic
     assert ans.answer == "Film 2" and steps[0].outputs["how"] == "asked"
     shown = ["p0", "p1", "p3", "p2"] if name == "gensco-stop" else ["p0", "p1"]
     assert steps[0].outputs["passages"] == shown
-
-
-@pytest.mark.slow
-def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
-    """Self-DC's small-model preset with ``choice`` on SmolLM2, on the first comparison question of
-    the shipped 2WikiMultihopQA dev subset: one ``choice`` step settles the answer, over passages
-    the method read."""
-    from hopqa.build import build_method
-    from hopqa.datasets import load_dataset
-    from hopqa.retrieval.pool import CandidatePool
-
-    ex = next(e for e in load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=40) if candidates(e.question))
-    pair = candidates(ex.question)
-    method = build_method("self-dc", smollm2_logprobs, CandidatePool(ex.paragraphs), preset="small-model",
-                          choice=True, depth=1, max_tokens=24)
-    ans = method.answer(ex.question)
-    assert ans.error is None, ans.error
-    (choice,) = ans.trace.root.find("choice")
-    assert choice.inputs["candidates"] == list(pair) and ans.answer == choice.outputs["kept"]
-    assert choice.outputs["how"] in ("compared", "named", "asked")
-    read = {p.id for p in ans.passages}
-    assert read and set(choice.outputs["passages"]) <= read

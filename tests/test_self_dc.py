@@ -409,3 +409,24 @@ def test_genread_special_case_matches_genread_on_the_embedded_model(smollm2):
     assert a.error is None and b.error is None
     assert a.trace.root.find("generate-then-read")[0].outputs["document"] == b.passages[0].text
     assert a.answer == b.answer
+
+
+@pytest.mark.slow
+def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
+    """Self-DC's small-model preset with ``choice`` on SmolLM2, on the first comparison question of
+    the shipped 2WikiMultihopQA dev subset: one ``choice`` step settles the answer, over passages
+    the method read."""
+    from hopqa.datasets import load_dataset
+    from hopqa.methods.choice import candidates
+
+    ex = next(e for e in load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=40) if candidates(e.question))
+    pair = candidates(ex.question)
+    method = build_method("self-dc", smollm2_logprobs, CandidatePool(ex.paragraphs), preset="small-model",
+                          choice=True, depth=1, max_tokens=24)
+    ans = method.answer(ex.question)
+    assert ans.error is None, ans.error
+    (choice,) = ans.trace.root.find("choice")
+    assert choice.inputs["candidates"] == list(pair) and ans.answer == choice.outputs["kept"]
+    assert choice.outputs["how"] in ("compared", "named", "asked")
+    read = {p.id for p in ans.passages}
+    assert read and set(choice.outputs["passages"]) <= read
