@@ -518,7 +518,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for item in args.set or []:
         if item.partition("=")[0].strip().rpartition(".")[2] in ("alpha", "beta"):
             raise UsageError(f"--set {item}: calibrate chooses alpha and beta (the grids are --alphas and --betas)")
-    if args.metric == "acc" and not (args.judge or os.environ.get("HOPQA_JUDGE")):
+    if args.metric == "acc" and not (args.judge or judge_from_env()):
         raise UsageError("--metric acc is the LLM judge's accuracy: give --judge SPEC (or set $HOPQA_JUDGE)")
     out = Path(args.out)
 
