@@ -208,8 +208,9 @@ def test_known_route_retrieve_reads_retrieved_passages_for_a_sure_question():
     from hopqa.methods.base import method_config
 
     cfg = method_config("self-dc", preset="small-model")
-    assert (cfg.confidence, cfg.known_route, cfg.k) == ("prob", "retrieve", 5)
+    assert (cfg.confidence, cfg.known_route, cfg.k, cfg.choice) == ("prob", "retrieve", 5, True)
     assert (method_config("self-dc").known_route, method_config("self-dc").k) == ("generate", 3)
+    assert method_config("self-dc").choice is False
 
 
 def test_missing_confidence_counts_as_zero_and_is_noted():
@@ -413,7 +414,7 @@ def test_genread_special_case_matches_genread_on_the_embedded_model(smollm2):
 
 @pytest.mark.slow
 def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
-    """Self-DC's small-model preset with ``choice`` on SmolLM2, on the first comparison question of
+    """Self-DC's small-model preset (with ``choice``) on SmolLM2, on the first comparison question of
     the shipped 2WikiMultihopQA dev subset: one ``choice`` step settles the answer, over passages
     the method read."""
     from hopqa.datasets import load_dataset
@@ -422,7 +423,7 @@ def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
     ex = next(e for e in load_dataset("2wikimultihopqa", "dev", data_dir=data_dir, limit=40) if candidates(e.question))
     pair = candidates(ex.question)
     method = build_method("self-dc", smollm2_logprobs, CandidatePool(ex.paragraphs), preset="small-model",
-                          choice=True, depth=1, max_tokens=24)
+                          depth=1, max_tokens=24)
     ans = method.answer(ex.question)
     assert ans.error is None, ans.error
     (choice,) = ans.trace.root.find("choice")

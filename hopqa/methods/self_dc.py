@@ -176,7 +176,7 @@ class SelfDCConfig(MethodConfig):
     #: two dates compared in code, else the candidate the answer names, else one more call; each
     #: reading the passages the answer was read from, the sub-questions' for a divided question).
     #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
-    #: the entity the comparison goes through (issue 33), off by default.
+    #: the entity the comparison goes through (issue 33), off by default, on in the small-model preset.
     choice: bool = False
     #: The sub-questions of a divided question solved one after another, each asked with the
     #: answers of the ones before it in brackets ("What is the seat of that county? (Mountrail
@@ -339,11 +339,13 @@ class SelfDC(RetrievingMethod):
     config: SelfDCConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"confidence": "prob", "known_route": "retrieve", "k": 5},
+            {"confidence": "prob", "known_route": "retrieve", "k": 5, "choice": True},
             "a small model's verbal confidence is 0.8-1.0 for every question and the questions it is sure of are "
             "answered from its own document, confidently wrong: token probabilities spread the confidence, and a "
             "sure question still reads retrieved passages; and reading the paper's 3 passages it found fewer "
-            "supporting paragraphs than Retrieve-then-Read's 5: it reads 5"),
+            "supporting paragraphs than Retrieve-then-Read's 5: it reads 5; on a \"which of A or B\" question it "
+            "names the wrong one of two dates it read, or the entity the comparison goes through: its answer is "
+            "held to the two candidates"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None) -> None:
