@@ -392,6 +392,15 @@ def call_layers_table(rows: list[dict[str, Any]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def calibration_table() -> str:
+    """docs/methods/self-dc.md: ``hopqa calibrate``'s points on Qwen2.5-1.5B
+    (``docs/results/calibrate-self-dc.json``, its ``calibration.json`` with an ``about``)."""
+    from hopqa.evaluation.calibrate import markdown_table
+
+    data = json.loads((DOCS / "results" / "calibrate-self-dc.json").read_text(encoding="utf-8"))
+    return markdown_table(data["points"], data["metric"])
+
+
 def every_method_table(method: str | None = None) -> str:
     """docs/benchmarks/every-method.md: each ``benchmarks/eval_methods.py --figures`` file of
     ``docs/results/every-method-*.json``, a row per method (its summary's metrics and cost per
@@ -575,6 +584,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "retrieval-milvus": lambda: retrieval_recall_table("milvus"),
     "overhead": overhead_table,
     "call-layers": call_layers_table,
+    "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{name}": (lambda name=name: every_method_table(name)) for name in EVERY_METHOD_PAGES},
     **{name: (lambda name=name: recorded_table(name)) for name in recorded_tables()},

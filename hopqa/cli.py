@@ -513,7 +513,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     the table of points, the choice, and ``calibration.json`` with both."""
     import contextlib
 
-    from hopqa.evaluation.calibrate import FIRST_BETA, two_stage
+    from hopqa.evaluation.calibrate import FIRST_BETA, markdown_table, two_stage
 
     for item in args.set or []:
         if item.partition("=")[0].strip().rpartition(".")[2] in ("alpha", "beta"):
@@ -545,11 +545,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         result = two_stage(score, args.alphas, args.betas, FIRST_BETA)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    print(f"| stage | alpha | beta | n | {args.metric} | retrieve / decompose / generate |\n|---|---|---|---|---|---|")
-    for p in result.points:
-        r = p.details["routes"]
-        print(f"| {p.stage} | {p.alpha:g} | {p.beta:g} | {p.details['n']} | {p.score:.3f} | "
-              f"{r.get('retrieve-then-read', 0)} / {r.get('decompose', 0)} / {r.get('generate-then-read', 0)} |")
+    print(markdown_table(result.as_dict()["points"], args.metric), end="")
     chosen = f"--set alpha={result.alpha:g} --set beta={result.beta:g}"
     record = {"method": "self-dc", "metric": args.metric, "dataset": args.dataset, "split": args.split,
               "setting": args.setting, "limit": args.limit, "preset": args.preset, "set": args.set or [],

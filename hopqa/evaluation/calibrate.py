@@ -83,3 +83,17 @@ def _best(points: list[Point]) -> Point:
         if p.score > top.score:
             top = p
     return top
+
+
+def markdown_table(points: Sequence[dict[str, Any]], metric: str) -> str:
+    """The points of a calibration (``Calibration.as_dict()["points"]``, or ``calibration.json``'s)
+    as a Markdown table: stage, α, β, questions, the metric and how many questions each route
+    took at the root, as run (a question Self-DC's ``known_route=retrieve`` sent to retrieval
+    counts as retrieved)."""
+    lines = [f"| stage | alpha | beta | n | {metric} | retrieve / decompose / generate |", "|---|---|---|---|---|---|"]
+    for p in points:
+        d = p.get("details", {})
+        r = d.get("routes", {})
+        lines.append(f"| {p['stage']} | {p['alpha']:g} | {p['beta']:g} | {d.get('n', '–')} | {p['score']:.3f} | "
+                     f"{r.get('retrieve-then-read', 0)} / {r.get('decompose', 0)} / {r.get('generate-then-read', 0)} |")
+    return "\n".join(lines) + "\n"
