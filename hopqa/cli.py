@@ -32,6 +32,7 @@ from hopqa.config import (
     llm_from_env,
     redact_credentials,
     valid_text,
+    write_atomic,
 )
 from hopqa.evaluation.calibrate import PAPER_ALPHAS, PAPER_BETAS
 
@@ -107,6 +108,7 @@ def _grid(text: str) -> list[float]:
     if not values or len(values) > 20:
         raise argparse.ArgumentTypeError("give 1 to 20 values")
     return values
+
 
 #: The options of the sub-commands that answer questions (ask, eval, demos), declared once:
 #: name -> argparse settings. A sub-command takes them through ``_model_options``.
@@ -551,7 +553,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
               "setting": args.setting, "limit": args.limit, "preset": args.preset, "set": args.set or [],
               "options": chosen, **result.as_dict()}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "calibration.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_atomic(out / "calibration.json", json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     print(f"\nchosen: alpha={result.alpha:g} beta={result.beta:g} ({args.metric} {result.score:.3f}); use it with "
           f"{chosen}\nwrote {out / 'calibration.json'}")
     return 0
