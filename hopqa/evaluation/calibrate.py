@@ -72,7 +72,7 @@ def two_stage(
         return points[key]
 
     best = _best([scored(a, first_beta, 1) for a in alphas])
-    best = _best([scored(best.alpha, b, 2) if (round(b, 10) != round(first_beta, 10)) else best for b in betas])
+    best = _best([scored(best.alpha, b, 2) for b in betas])  # (best α, first_beta): stage 1's point
     return Calibration(best.alpha, best.beta, best.score, list(points.values()))
 
 

@@ -10,10 +10,13 @@ compares the two dates it read wrongly.
 ``candidates`` reads the two candidates off the question's wording: a wh-question whose clause
 after its first comma is ``A or B`` (a clause going on after the second candidate, "Which band,
 A or B, had more members?", ends at its comma); or, with a word of comparison ("first",
-"older", "more", ...: ``COMPARING_WORDS``), ``... out of A and B``, ``... between A and B`` or
-``Between A and B, which ...``. Anything else (a yes / no question, a question with no such
-clause, a clause with more than one "or", "Was A or B born first?", "Which river forms the
-border between A and B?") has none, and its answer is left alone.
+"older", "more", ...: ``COMPARING_WORDS``), ``... out of A and B``, ``... between A and B``,
+``Between A and B, which ...``, a wh-head ending on the word of comparison with no comma before
+the names ("Which band was formed first The Exies or Circus Diablo?", ``_head_then_names``), or a
+question opening on its verb ("Was A or B born first?", "Did A or B have more children?": the
+second candidate is the run of name words after "or", ``_name_run``). Anything else (a yes / no
+question, a question with no such clause, a clause with more than one "or", "Which river forms
+the border between A and B?", "Is A or B the capital?") has none, and its answer is left alone.
 
 ``hold_to_choice`` then settles the answer, recorded as a ``choice`` step (``how``):
 
@@ -78,7 +81,7 @@ LATER_WORDS = frozenset({"later", "latest", "last", "younger", "youngest", "newe
 COMPARING_WORDS = EARLIER_WORDS | LATER_WORDS | frozenset({
     "more", "most", "less", "least", "fewer", "fewest", "larger", "largest", "bigger", "biggest", "higher", "highest",
     "taller", "tallest", "longer", "longest", "shorter", "shortest", "smaller", "smallest", "better", "best", "worse",
-    "worst", "first", "last"})
+    "worst"})
 _MONTHS = {m: i for i, name in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
                                           "september", "october", "november", "december"), 1)
            for m in (name, name[:3], name[:4])}
@@ -167,7 +170,7 @@ def _head_then_names(body: str) -> tuple[str, str] | None:
     if len(parts) != 2:
         return None
     words = parts[0].split()
-    last = max((i for i, w in enumerate(words) if _word_set(w) & COMPARING_WORDS), default=-1)
+    last = max((i for i, w in enumerate(words) if _compares(w)), default=-1)
     if last < 0 or last + 1 >= len(words) or not words[last + 1][:1].isupper():
         return None
     first, tail = _name_run(" ".join(words[last + 1:]))
