@@ -431,3 +431,24 @@ def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
     assert choice.outputs["how"] in ("compared", "named", "asked")
     read = {p.id for p in ans.passages}
     assert read and set(choice.outputs["passages"]) <= read
+
+
+@pytest.mark.slow
+def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
+    """``chain`` on SmolLM2 and the first MuSiQue dev question, every confidence in the decompose
+    band (α 0.5, β 0.5) and the sub-questions at the depth cap: the question is divided, and each
+    sub-question after the first is asked with the earlier answers in brackets."""
+    from hopqa.datasets import load_dataset
+
+    ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("self-dc", smollm2_logprobs, CandidatePool(ex.paragraphs), preset="small-model",
+                          chain=True, alpha=0.5, beta=0.5, depth=1, max_tokens=24)
+    ans = method.answer(ex.question)
+    assert ans.error is None, ans.error
+    top, *subs = nodes(ans)
+    assert top.outputs["route"] == "decompose" and len(subs) >= 2
+    (decompose,) = ans.trace.root.find("decompose")
+    asked = decompose.outputs["subquestions"]
+    answers = [n.outputs["answer"] for n in subs]
+    assert [n.inputs["question"] for n in subs] == [chained(q, answers[:i]) for i, q in enumerate(asked)]
+    assert subs[1].inputs["question"] != asked[1]  # the first answer went with it
