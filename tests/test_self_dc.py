@@ -16,16 +16,21 @@ from hopqa.build import build_method
 from hopqa.llm.base import Completion, Generation, GenerationRequest
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.base import MethodError
+from hopqa.methods.demos import chain_decomposition
 from hopqa.methods.self_dc import (
+    DECOMPOSE_CHAIN_JSON_PROMPT,
+    DECOMPOSE_CHAIN_REPLY,
     SelfDC,
     SelfDCConfig,
-    parse_subquestions,
+    chain_examples,
     chained,
+    parse_subquestions,
+    resolved,
     parse_verbal_confidence,
     route,
 )
 from hopqa.retrieval.pool import CandidatePool
-from hopqa.types import Passage
+from hopqa.types import Demo, DemoStep, Passage
 
 POOL = CandidatePool([
     Passage("a", "Van Hook Township", "Van Hook Township is a township in Mountrail County."),
@@ -436,19 +441,103 @@ def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
 @pytest.mark.slow
 def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
     """``chain`` on SmolLM2 and the first MuSiQue dev question, every confidence in the decompose
-    band (α 0.5, β 0.5) and the sub-questions at the depth cap: the question is divided, and each
-    sub-question after the first is asked with the earlier answers in brackets."""
+    band (α 0.5, β 0.5) and the sub-questions at the depth cap, shown 2 demonstrations: the
+    question is divided, and each sub-question after the first is asked with the earlier answers
+    (its ``#k`` replaced, else in brackets)."""
     from hopqa.datasets import load_dataset
 
     ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
     method = build_method("self-dc", smollm2_logprobs, CandidatePool(ex.paragraphs), preset="small-model",
-                          chain=True, alpha=0.5, beta=0.5, depth=1, max_tokens=24)
+                          chain=True, shots=2, alpha=0.5, beta=0.5, depth=1, max_tokens=24)
     ans = method.answer(ex.question)
     assert ans.error is None, ans.error
     top, *subs = nodes(ans)
     assert top.outputs["route"] == "decompose" and len(subs) >= 2
     (decompose,) = ans.trace.root.find("decompose")
+    assert "Examples:" in decompose.llm_calls[0]["prompt"] and "#2: " in decompose.llm_calls[0]["prompt"]
     asked = decompose.outputs["subquestions"]
     answers = [n.outputs["answer"] for n in subs]
     assert [n.inputs["question"] for n in subs] == [chained(q, answers[:i]) for i, q in enumerate(asked)]
     assert subs[1].inputs["question"] != asked[1]  # the first answer went with it
+
+
+# -- chain with #k references and demonstrations (issue 33; not in the paper) --------------------------------
+DEMOS = [Demo("Who is the child of the director of film Devotion?", "Lilla Brignone",
+              (DemoStep("Who is the director of the film Devotion?", "The director of Devotion is Guido Brignone."),
+               DemoStep("Who is the child of Guido Brignone?", "Lilla Brignone"))),
+         Demo("When was the founder of the band Circus Diablo born?", "1961",
+              (DemoStep("Who founded Circus Diablo?", "Billy Duffy"),
+               DemoStep("Who was in the same band as Billy Duffy?", "Ian Astbury"),
+               DemoStep("When was Ian Astbury born?", "1962")))]
+
+
+def test_chain_decomposition_names_the_earlier_answers_by_number():
+    """A demonstration's gold steps as a chain decomposition: the entity an earlier answer hands
+    on becomes that step's number; a step naming none stays."""
+    assert chain_decomposition(DEMOS[0]) == ["Who is the director of the film Devotion?", "Who is the child of #1?"]
+    assert chain_decomposition(DEMOS[1]) == ["Who founded Circus Diablo?", "Who was in the same band as #1?",
+                                             "When was #2 born?"]
+    lone = Demo("q", "a", (DemoStep("Where is Paris?", "France"), DemoStep("What is 2 + 2?", "4")))
+    assert chain_decomposition(lone) == ["Where is Paris?", "What is 2 + 2?"]
+
+
+@pytest.mark.parametrize("sub, earlier, expected", [
+    ("When was #1 born?", ["Guido Brignone"], "When was Guido Brignone born?"),
+    ("Was #1 older than #2?", ["A", "B"], "Was A older than B?"),
+    ("Who is #2's child?", ["A"], "Who is #2's child?"),          # no second answer yet: stays
+    ("When was #1 born?", [" "], "When was #1 born?"),             # an empty answer: stays
+    ("When was he born?", ["A", "", "B"], "When was he born? (A; B)"),  # no reference: brackets
+    ("When was he born?", [], "When was he born?"),
+])
+def test_chained_replaces_references_else_brackets(sub, earlier, expected):
+    assert chained(sub, earlier) == expected
+    assert resolved(sub, earlier) == (expected if "#" in sub or not earlier else sub)
+
+
+def test_chain_with_shots_shows_demonstrations_and_fills_the_references():
+    """``chain`` asks Table 21's decompose step for steps answered in order (``#1`` naming an
+    earlier answer), shown ``shots`` demonstrations from the gold steps; the second sub-question
+    is asked, and shown to combine-sub-qas, with ``#1`` replaced by the first answer, not in
+    brackets. ``shots`` without ``chain`` is refused."""
+    sub1, sub2 = "Which county is Van Hook Township in?", "What is the seat of #1?"
+
+    def reply(request):
+        t = request.text()
+        if t.startswith("Please read the question, give the answer"):
+            return " X\nConfidence (0-100): 40%"
+        if t.startswith("Please read the question, divide"):
+            return f" #1: {sub1}, #2: {sub2}"
+        if t.startswith("Refer to the passage below"):
+            return " Mountrail County" if "Which county" in t.split("Question:")[-1] else " Stanley"
+        return " Stanley"
+
+    llm = ScriptedLLM(replies=reply)
+    method = SelfDC(llm, POOL, SelfDCConfig(chain=True, shots=2, depth=1), demos=DEMOS)
+    ans = method.answer(Q)
+    assert ans.error is None and ans.answer == "Stanley", ans.error
+    top, n1, n2 = nodes(ans)
+    assert (n1.inputs["question"], n2.inputs["question"]) == (sub1, "What is the seat of Mountrail County?")
+    (decompose,) = [r.text() for r in llm.requests if r.text().startswith("Please read the question, divide")]
+    assert "answered one after another" in decompose and "Examples:" in decompose
+    assert "Answer: #1: Who is the director of the film Devotion?, #2: Who is the child of #1?" in decompose
+    assert "When was #2 born?" in decompose and decompose.endswith(f"Question: {Q}\nAnswer:")
+    combine = [r.text() for r in llm.requests if r.text().startswith("Question:")][0]
+    assert f"{sub1} Mountrail County\nWhat is the seat of Mountrail County? Stanley" in combine
+    # zero-shot chain: the same prompt without the examples
+    plain = ScriptedLLM(replies=reply)
+    SelfDC(plain, POOL, SelfDCConfig(chain=True, depth=1)).answer(Q)
+    (decompose,) = [r.text() for r in plain.requests if r.text().startswith("Please read the question, divide")]
+    assert "answered one after another" in decompose and "Examples:" not in decompose
+    with pytest.raises(MethodError, match="chain=true"):
+        SelfDC(llm, POOL, SelfDCConfig(shots=2), demos=DEMOS)
+    with pytest.raises(MethodError, match="shots=2"):
+        SelfDC(llm, POOL, SelfDCConfig(chain=True, shots=2))
+
+
+def test_chain_with_shots_structured_shows_json_demonstrations():
+    """With structured outputs the demonstrations are written as the JSON the reply must be."""
+    text = chain_examples(DEMOS, structured=True)
+    assert '{"subquestions": ["Who is the director of the film Devotion?", "Who is the child of #1?"]}' in text
+    assert "Answer:" not in text and chain_examples([]) == ""
+    prompt = DECOMPOSE_CHAIN_JSON_PROMPT.format(question=Q, examples=text, reply=DECOMPOSE_CHAIN_REPLY)
+    assert prompt.index("Examples:") < prompt.index(f"Question: {Q}") < prompt.index('{"subquestions": ["[sub')

@@ -77,12 +77,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import FewShotMethod, MethodConfig, MethodError, Preset, Result, register
 from hopqa.methods.choice import hold_to_choice
+from hopqa.methods.demos import demo_bridge
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
@@ -324,20 +324,6 @@ class Hops:
 
     asked: list[str] = field(default_factory=list)
     known: dict[str, str] = field(default_factory=dict)
-
-
-def demo_bridge(answer: str, next_question: str) -> str:
-    """The entity a demonstration's hop answer hands to the next hop: the longest run of the
-    answer's words that the next question repeats ("The director of the film Devotion is Guido
-    Brignone." and "Who is the child of Guido Brignone?": "Guido Brignone"; 2WikiMultihopQA's
-    answers are sentences), else the answer as it is."""
-    words = answer.strip().rstrip(".").split()
-    nxt = next_question.split()
-    low, nlow = [w.lower().strip(".,?!'\"") for w in words], [w.lower().strip(".,?!'\"") for w in nxt]
-    m = SequenceMatcher(None, low, nlow, autojunk=False).find_longest_match(0, len(low), 0, len(nlow))
-    if m.size and any(w not in ("a", "an", "the", "of", "is", "was", "") for w in low[m.a:m.a + m.size]):
-        return " ".join(words[m.a:m.a + m.size]).strip(".,?!")
-    return answer.strip().rstrip(".")
 
 
 def demo_first_hop(demo: Demo) -> str:

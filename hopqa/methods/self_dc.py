@@ -14,8 +14,12 @@ Figure 3, prompts of Table 21).
         if c >= alpha + beta: return generate_then_read(q)   # known
         return retrieve_then_read(q)                         # unknown
 
-With ``chain`` (not the paper's; off by default) the sub-questions of one level are solved in
-order instead, each asked with the earlier ones' answers in brackets (``chained``).
+With ``chain`` (not the paper's; off by default) the question is divided into steps to be
+answered one after another, a later one naming an earlier one's answer as ``#1``
+(``DECOMPOSE_CHAIN_PROMPT``), optionally shown ``shots`` demonstrations (the shipped training
+subsets' gold decompositions, ``hopqa.methods.demos.chain_decomposition``), and the
+sub-questions of one level are solved in order, each asked with the earlier answers: ``#k``
+replaced by the k-th answer, or, where it names none, the answers in brackets (``chained``).
 
 The ranges are the paper's: [0, α−β] retrieve, (α−β, α+β) decompose, [α+β, 1] generate; so
 c exactly at α−β retrieves and c exactly at α+β generates (bounds rounded to 10 decimals so
@@ -67,22 +71,25 @@ token limits); changing GenRead's templates changes Self-DC on purpose.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import LOGPROBS, Generation, LLMBase
 from hopqa.methods.base import (
+    FewShotMethod,
     MethodConfig,
     MethodError,
     Preset,
     Result,
-    RetrievingMethod,
     register,
 )
 from hopqa.methods.choice import distinct, hold_to_choice
+from hopqa.methods.demos import chain_decomposition
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
 from hopqa.methods.structured import (
@@ -100,7 +107,7 @@ from hopqa.methods.structured import (
 from hopqa.retrieval.base import Retriever
 from hopqa.text import normalize_answer, render_passages
 from hopqa.trace import step, submit
-from hopqa.types import Passage
+from hopqa.types import Demo, Passage
 
 #: Table 21, verbalized confidence.
 VERB_CONFIDENCE_PROMPT = (
@@ -128,6 +135,18 @@ COMBINE_PROMPT = (
     "According to answers of all related sub-quesions of the original question, please generate the final answer "
     "of the original question using a few words.\nAnswer:"
 )
+#: ``chain`` (not the paper's): Table 21's decompose prompt asking for steps answered one after
+#: another instead of independent parts, a later step naming an earlier answer as "#1"; the
+#: demonstrations (``shots``), if any, go in ``{examples}`` (``DECOMPOSE_CHAIN_EXAMPLES``).
+DECOMPOSE_CHAIN_PROMPT = (
+    "Please read the question, divide the question into smaller sub-questions that are answered one after "
+    "another. A later sub-question may use the answer of an earlier one, written as #1, #2, ... By solving these "
+    "sub-questions in order, you can derive the solution to the main question. Use the following format to "
+    "provide your answer: #1: [sub-question 1], #2: [sub-question 2], ...\n{examples}"
+    "Question: {question}\nAnswer:"
+)
+#: The block of demonstrations in ``DECOMPOSE_CHAIN_PROMPT`` (empty with ``shots=0``).
+DECOMPOSE_CHAIN_EXAMPLES = "Examples:\n\n{demos}\n\nNow the question to divide.\n"
 ROUTES = ("retrieve-then-read", "generate-then-read", "decompose")
 
 # -- structured outputs (issue 16): the same prompts, the cue "Answer:" replaced by a JSON instruction ----------
@@ -141,6 +160,9 @@ VERB_CONFIDENCE_JSON_PROMPT = VERB_CONFIDENCE_PROMPT.removesuffix("\nAnswer:") +
 DECOMPOSE_REPLY = json_reply({"subquestions": ["[sub-question 1]", "[sub-question 2]"]})
 #: Table 21, decompose, asking for ``decomposition_schema``.
 DECOMPOSE_JSON_PROMPT = DECOMPOSE_PROMPT.removesuffix("\nAnswer:") + "\n{reply}"
+DECOMPOSE_CHAIN_REPLY = json_reply({"subquestions": ["[sub-question 1]", "[sub-question 2, may use #1]"]})
+#: ``chain``'s decompose prompt, asking for ``decomposition_schema``.
+DECOMPOSE_CHAIN_JSON_PROMPT = DECOMPOSE_CHAIN_PROMPT.removesuffix("\nAnswer:") + "\n{reply}"
 
 
 def decomposition_schema(max_subquestions: int) -> dict[str, Any]:
@@ -184,6 +206,12 @@ class SelfDCConfig(MethodConfig):
     #: sub-questions are independent parts solved at once: a remedy for chains of hops whose later
     #: sub-questions name the earlier answer only as "that county" (issue 33), off by default.
     chain: bool = False
+    #: With ``chain``: demonstrations of a chain decomposition shown to the decompose step, the
+    #: first ``shots`` of the shipped training subsets' gold decompositions (MuSiQue and
+    #: 2WikiMultihopQA train alternating, never dev; ``chain_decomposition``). Not in the paper,
+    #: whose decompose prompt is zero-shot: Qwen2.5-1.5B's zero-shot chains asked the last hop
+    #: first (issue 33). 0 (default): zero-shot.
+    shots: int = field(default=0, metadata={"range": (0, 16)})
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -314,11 +342,43 @@ def subquestions_from_json(obj: dict[str, Any], limit: int = 5) -> list[str] | N
     return _clean_subquestions([_ITEM_MARKER.sub("", x, count=1) for x in items if isinstance(x, str)], limit)
 
 
+_REFERENCE = re.compile(r"#(\d+)\b")
+
+
+def resolved(sub: str, earlier: list[str]) -> str:
+    """``sub`` with each ``#k`` replaced by the k-th of the ``earlier`` answers ("When was #1
+    born?": "When was Guido Brignone born?"); a ``#k`` with no answer, or past the earlier ones,
+    stays."""
+    def answer(m: re.Match[str]) -> str:
+        k = int(m.group(1))
+        return earlier[k - 1].strip() if 1 <= k <= len(earlier) and earlier[k - 1].strip() else m.group(0)
+
+    return _REFERENCE.sub(answer, sub)
+
+
 def chained(sub: str, earlier: list[str]) -> str:
-    """``sub`` asked with the earlier sub-questions' answers in brackets, the empty ones left out
+    """``sub`` asked with the earlier sub-questions' answers: its ``#k`` references replaced
+    (``resolved``); a ``sub`` that names none gets them in brackets, the empty ones left out
     ("What is the seat of that county? (Mountrail County)"); ``sub`` itself when there are none."""
+    if _REFERENCE.search(sub):
+        return resolved(sub, earlier)
     given = [a for a in earlier if a.strip()]
     return f"{sub} ({'; '.join(given)})" if given else sub
+
+
+def chain_examples(demos: Sequence[Demo], structured: bool = False) -> str:
+    """``DECOMPOSE_CHAIN_EXAMPLES`` holding ``demos`` (``chain_decomposition``) written as the
+    reply is asked for: the paper's ``#1: ..., #2: ...`` after "Answer:", or with ``structured``
+    the JSON object; empty without demos."""
+    if not demos:
+        return ""
+    def reply(subs: list[str]) -> str:
+        if structured:
+            return "\n" + json.dumps({"subquestions": subs}, ensure_ascii=False)
+        return "\nAnswer: " + ", ".join(f"#{i}: {q}" for i, q in enumerate(subs, 1))
+
+    shown = [f"Question: {d.question}{reply(chain_decomposition(d))}" for d in demos]
+    return DECOMPOSE_CHAIN_EXAMPLES.format(demos="\n\n".join(shown))
 
 
 def route(c: float, alpha: float, beta: float) -> str:
@@ -332,7 +392,7 @@ def route(c: float, alpha: float, beta: float) -> str:
 
 
 @register("self-dc")
-class SelfDC(RetrievingMethod):
+class SelfDC(FewShotMethod):
     """Self Divide-and-Conquer: confidence decides between generate, retrieve and decompose."""
 
     Config = SelfDCConfig
@@ -348,8 +408,13 @@ class SelfDC(RetrievingMethod):
             "held to the two candidates"),
     }
 
-    def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None) -> None:
-        super().__init__(llm, retriever, config)
+    def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None, *,
+                 demos: Sequence[Demo] | None = None) -> None:
+        cfg = config or SelfDCConfig()
+        if cfg.shots and not cfg.chain:
+            raise MethodError("Self-DC's shots are demonstrations of a chain decomposition: set chain=true too "
+                              "(or shots=0)")
+        super().__init__(llm, retriever, config, demos=[d for d in demos or () if len(d.steps) >= 2])
         cfg = self.config
         if cfg.confidence == "prob" and not self.llm.supports(LOGPROBS):
             hint = self.llm.capability_hint(LOGPROBS)
@@ -402,8 +467,11 @@ class SelfDC(RetrievingMethod):
                     s.output(route="retrieve-then-read", reason="single sub-question")
                     answer, passages = self.retrieve_then_read(q)
                 else:
-                    results = (self.solve_chain if cfg.chain else self.solve_all)(subs, depth + 1)
-                    answer = self.combine(q, subs, [a for a, _ in results])
+                    if cfg.chain:
+                        shown, results = self.solve_chain(subs, depth + 1)
+                    else:
+                        shown, results = subs, self.solve_all(subs, depth + 1)
+                    answer = self.combine(q, shown, [a for a, _ in results])
                     passages = [p for _, ps in results for p in ps]
             s.output(answer=answer)
             s.mark_hop(q, answer, label=f"{s.outputs.get('route', where)}, confidence {c:.2f}")
@@ -417,13 +485,17 @@ class SelfDC(RetrievingMethod):
         with ThreadPoolExecutor(max_workers=width) as pool:
             return [f.result() for f in [submit(pool, self.solve, x, depth) for x in subs]]
 
-    def solve_chain(self, subs: list[str], depth: int) -> list[tuple[str, list[Passage]]]:
+    def solve_chain(self, subs: list[str], depth: int) -> tuple[list[str], list[tuple[str, list[Passage]]]]:
         """The sub-questions of one level in order, each asked with the answers before it
-        (``chain``; ``chained``); the results in order."""
+        (``chain``; ``chained``): the sub-questions with their ``#k`` references resolved (what
+        combine-sub-qas is shown; the brackets left out) and their results, in order."""
+        shown: list[str] = []
         results: list[tuple[str, list[Passage]]] = []
         for sub in subs:
-            results.append(self.solve(chained(sub, [a for a, _ in results]), depth))
-        return results
+            earlier = [a for a, _ in results]
+            shown.append(resolved(sub, earlier))
+            results.append(self.solve(chained(sub, earlier), depth))
+        return shown, results
 
     # -- the sub-functions -----------------------------------------------------------------------------------
     def confidence(self, q: str) -> float:
@@ -462,10 +534,14 @@ class SelfDC(RetrievingMethod):
             structured = use_schema(self.llm, cfg.structured, who="Self-DC decompose")
             if structured:
                 # 160 tokens, not 120: room for the JSON list around the sub-questions
-                gen = self._gen(DECOMPOSE_JSON_PROMPT.format(question=q, reply=DECOMPOSE_REPLY), max_tokens=160,
-                                schema=decomposition_schema(limit))
+                prompt = (DECOMPOSE_CHAIN_JSON_PROMPT.format(question=q, examples=chain_examples(self.demos, True),
+                                                             reply=DECOMPOSE_CHAIN_REPLY)
+                          if cfg.chain else DECOMPOSE_JSON_PROMPT.format(question=q, reply=DECOMPOSE_REPLY))
+                gen = self._gen(prompt, max_tokens=160, schema=decomposition_schema(limit))
             else:
-                gen = self._gen(DECOMPOSE_PROMPT.format(question=q), max_tokens=120, stop=["\nQuestion:", "\n\n\n"])
+                prompt = (DECOMPOSE_CHAIN_PROMPT.format(question=q, examples=chain_examples(self.demos)) if cfg.chain
+                          else DECOMPOSE_PROMPT.format(question=q))
+                gen = self._gen(prompt, max_tokens=120, stop=["\nQuestion:", "\n\n\n"])
             raw = gen.text
             parsed = read(raw, structured, lambda o: subquestions_from_json(o, limit),
                           lambda t: read_subquestions(t, limit), field="subquestions", schema_ignored=gen.schema_ignored)
