@@ -200,11 +200,12 @@ class SelfDCConfig(MethodConfig):
     #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
     #: the entity the comparison goes through (issue 33), off by default, on in the small-model preset.
     choice: bool = False
-    #: The sub-questions of a divided question solved one after another, each asked with the
-    #: answers of the ones before it in brackets ("What is the seat of that county? (Mountrail
-    #: County)"), so that its confidence, retrieval and reading see them. Not in the paper, whose
+    #: A divided question divided into steps answered one after another (``DECOMPOSE_CHAIN_PROMPT``:
+    #: a later step writes an earlier answer as "#1"), solved in order, each asked with the
+    #: answers of the ones before it (``chained``: "#1" replaced, else the answers in brackets),
+    #: so that its confidence, retrieval and reading see them. Not in the paper, whose
     #: sub-questions are independent parts solved at once: a remedy for chains of hops whose later
-    #: sub-questions name the earlier answer only as "that county" (issue 33), off by default.
+    #: hop cannot be asked before the earlier answer is known (issue 33), off by default.
     chain: bool = False
     #: With ``chain``: demonstrations of a chain decomposition shown to the decompose step, the
     #: first ``shots`` of the shipped training subsets' gold decompositions (MuSiQue and
