@@ -214,6 +214,7 @@ def test_known_route_retrieve_reads_retrieved_passages_for_a_sure_question():
 
     cfg = method_config("self-dc", preset="small-model")
     assert (cfg.confidence, cfg.known_route, cfg.k, cfg.choice) == ("prob", "retrieve", 5, True)
+    assert (cfg.chain, cfg.shots, cfg.alpha, cfg.beta, cfg.depth) == (True, 4, 0.5, 0.5, 1)
     assert (method_config("self-dc").known_route, method_config("self-dc").k) == ("generate", 3)
     assert method_config("self-dc").choice is False
 

@@ -14,7 +14,7 @@ Figure 3, prompts of Table 21).
         if c >= alpha + beta: return generate_then_read(q)   # known
         return retrieve_then_read(q)                         # unknown
 
-With ``chain`` (not the paper's; off by default) the question is divided into steps to be
+With ``chain`` (not the paper's; off by default, on in the ``small-model`` preset) the question is divided into steps to be
 answered one after another, a later one naming an earlier one's answer as ``#1``
 (``DECOMPOSE_CHAIN_PROMPT``), optionally shown ``shots`` demonstrations (the shipped training
 subsets' gold decompositions, ``hopqa.methods.demos.chain_decomposition``), and the
@@ -205,13 +205,14 @@ class SelfDCConfig(MethodConfig):
     #: answers of the ones before it (``chained``: "#1" replaced, else the answers in brackets),
     #: so that its confidence, retrieval and reading see them. Not in the paper, whose
     #: sub-questions are independent parts solved at once: a remedy for chains of hops whose later
-    #: hop cannot be asked before the earlier answer is known (issue 33), off by default.
+    #: hop cannot be asked before the earlier answer is known (issue 33), off by default, on in
+    #: the small-model preset.
     chain: bool = False
     #: With ``chain``: demonstrations of a chain decomposition shown to the decompose step, the
     #: first ``shots`` of the shipped training subsets' gold decompositions (MuSiQue and
     #: 2WikiMultihopQA train alternating, never dev; ``chain_decomposition``). Not in the paper,
     #: whose decompose prompt is zero-shot: Qwen2.5-1.5B's zero-shot chains asked the last hop
-    #: first (issue 33). 0 (default): zero-shot.
+    #: first (issue 33). 0 (default): zero-shot; 4 in the small-model preset.
     shots: int = field(default=0, metadata={"range": (0, 16)})
 
 
@@ -400,13 +401,17 @@ class SelfDC(FewShotMethod):
     config: SelfDCConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"confidence": "prob", "known_route": "retrieve", "k": 5, "choice": True},
+            {"confidence": "prob", "known_route": "retrieve", "k": 5, "choice": True,
+             "chain": True, "shots": 4, "alpha": 0.5, "beta": 0.5, "depth": 1},
             "a small model's verbal confidence is 0.8-1.0 for every question and the questions it is sure of are "
             "answered from its own document, confidently wrong: token probabilities spread the confidence, and a "
             "sure question still reads retrieved passages; and reading the paper's 3 passages it found fewer "
             "supporting paragraphs than Retrieve-then-Read's 5: it reads 5; on a \"which of A or B\" question it "
             "names the wrong one of two dates it read, or the entity the comparison goes through: its answer is "
-            "held to the two candidates"),
+            "held to the two candidates; and the paper's independent parts cannot carry a chain of hops (a later "
+            "hop asked before the earlier answer is known), while its confidence did not tell which questions one "
+            "retrieval answers: every question is divided once (alpha 0.5, beta 0.5, depth 1) into steps answered "
+            "in order, each given the earlier answers, shown 4 demonstrations of such a division"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None, *,
