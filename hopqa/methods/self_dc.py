@@ -14,8 +14,9 @@ Figure 3, prompts of Table 21).
         if c >= alpha + beta: return generate_then_read(q)   # known
         return retrieve_then_read(q)                         # unknown
 
-With ``chain`` (not the paper's; off by default, on in the ``small-model`` preset) the question is divided into steps to be
-answered one after another, a later one naming an earlier one's answer as ``#1``
+With ``chain`` (not the paper's; off by default, on in the ``small-model`` preset) the question
+is divided into steps to be answered one after another, a later one naming an earlier one's
+answer as ``#1``
 (``DECOMPOSE_CHAIN_PROMPT``), optionally shown ``shots`` demonstrations (the shipped training
 subsets' gold decompositions, ``hopqa.methods.demos.chain_decomposition``), and the
 sub-questions of one level are solved in order, each asked with the earlier answers: ``#k``
