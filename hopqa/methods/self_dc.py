@@ -16,10 +16,9 @@ Figure 3, prompts of Table 21).
 
 With ``chain`` (not the paper's; off by default, on in the ``small-model`` preset) the question
 is divided into steps to be answered one after another, a later one naming an earlier one's
-answer as ``#1``
-(``DECOMPOSE_CHAIN_PROMPT``), optionally shown ``shots`` demonstrations (the shipped training
-subsets' gold decompositions, ``hopqa.methods.demos.chain_decomposition``), and the
-sub-questions of one level are solved in order, each asked with the earlier answers: ``#k``
+answer as ``#1`` (``DECOMPOSE_CHAIN_PROMPT``), optionally shown ``shots`` demonstrations (the
+shipped training subsets' gold decompositions, ``hopqa.methods.demos.chain_decomposition``), and
+the sub-questions of one level are solved in order, each asked with the earlier answers: ``#k``
 replaced by the k-th answer, or, where it names none, the answers in brackets (``chained``).
 
 The ranges are the paper's: [0, α−β] retrieve, (α−β, α+β) decompose, [α+β, 1] generate; so
