@@ -256,12 +256,14 @@ def test_subquestions_of_a_level_run_concurrently():
 
 
 def test_chain_solves_sub_questions_in_order_with_the_earlier_answers():
-    """``chain`` (issue 33; off by default): the second sub-question is asked after the first, with
-    its answer in brackets; its confidence, retrieval and reading see it, while combine-sub-qas
-    lists the sub-questions as decomposed. Without it both are asked as written, at once."""
+    """``chain`` with ``brackets`` (issue 33; both off by default): the second sub-question, naming
+    no ``#k``, is asked after the first, with its answer in brackets; its confidence, retrieval and
+    reading see it, while combine-sub-qas lists the sub-questions as decomposed. With ``chain``
+    alone it is asked after the first as written; without ``chain`` both are asked as written, at
+    once. ``brackets`` without ``chain`` is refused."""
     sub1, sub2 = "Which county is Van Hook Township in?", "What is the seat of Mountrail County?"
     asked2 = f"{sub2} (Mountrail County)"
-    method, llm = scripted({Q: "40", sub1: "10", asked2: "10"}, concurrency=2, chain=True)
+    method, llm = scripted({Q: "40", sub1: "10", asked2: "10"}, concurrency=2, chain=True, brackets=True)
     ans = method.answer(Q)
     assert ans.error is None, ans.error
     top, n1, n2 = nodes(ans)
@@ -273,10 +275,14 @@ def test_chain_solves_sub_questions_in_order_with_the_earlier_answers():
     assert confidence_asks == [Q, sub1, asked2]
     combine = [r.text() for r in llm.requests if r.text().startswith("Question:")][0]
     assert f"{sub1} Mountrail County\n{sub2} Stanley" in combine
-    assert chained(sub2, ["", "A", " "]) == f"{sub2} (A)" and chained(sub2, []) == sub2
+    assert chained(sub2, ["", "A", " "], brackets=True) == f"{sub2} (A)" and chained(sub2, [], brackets=True) == sub2
+    method, llm = scripted({Q: "40", sub1: "10", sub2: "10"}, concurrency=2, chain=True)
+    assert [n.inputs["question"] for n in nodes(method.answer(Q))] == [Q, sub1, sub2] and llm.max_in_flight == 1
     method, llm = scripted({Q: "40", sub1: "10", sub2: "10"})
     assert [n.inputs["question"] for n in nodes(method.answer(Q))] == [Q, sub1, sub2]
-    assert method.config.chain is False
+    assert method.config.chain is False and method.config.brackets is False
+    with pytest.raises(MethodError, match="set chain=true"):
+        SelfDC(ScriptedLLM(), POOL, SelfDCConfig(brackets=True))
 
 
 # -- the 'prob' confidence: the mean token probability, routed at the exact boundaries ---------------------------
@@ -448,7 +454,7 @@ def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
     """``chain`` (the preset's, with its 4 demonstrations) on SmolLM2 and the first MuSiQue dev
     questions, every confidence in the decompose band and the sub-questions at the depth cap: a
     question SmolLM2 divides into two or more steps has each step after the first asked with the
-    earlier answers (its ``#k`` replaced, else in brackets). SmolLM2 gives some questions a single
+    earlier answers it names (its ``#k`` replaced; a step naming none as written). SmolLM2 gives some questions a single
     step (they are read as they stand), so the first of 6 it divides is checked."""
     from hopqa.datasets import load_dataset
 
@@ -500,8 +506,10 @@ def test_chain_decomposition_names_the_earlier_answers_by_number():
     ("When was he born?", [], "When was he born?"),
 ])
 def test_chained_replaces_references_else_brackets(sub, earlier, expected):
-    assert chained(sub, earlier) == expected
-    assert resolved(sub, earlier) == (expected if "#" in sub or not earlier else sub)
+    """With ``brackets`` a step naming no ``#k`` gets the earlier answers in brackets; without,
+    it is asked as written (``resolved``: references filled, nothing added)."""
+    assert chained(sub, earlier, brackets=True) == expected
+    assert chained(sub, earlier) == resolved(sub, earlier) == (expected if "#" in sub or not earlier else sub)
 
 
 def test_chain_with_shots_shows_demonstrations_and_fills_the_references():

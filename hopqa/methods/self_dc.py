@@ -18,8 +18,9 @@ With ``chain`` (not the paper's; off by default, on in the ``small-model`` prese
 is divided into steps to be answered one after another, a later one naming an earlier one's
 answer as ``#1`` (``DECOMPOSE_CHAIN_PROMPT``), optionally shown ``shots`` demonstrations (the
 shipped training subsets' gold decompositions, ``hopqa.methods.demos.chain_decomposition``), and
-the sub-questions of one level are solved in order, each asked with the earlier answers: ``#k``
-replaced by the k-th answer, or, where it names none, the answers in brackets (``chained``).
+the sub-questions of one level are solved in order, each asked with the earlier answers its
+``#k`` names, replaced by the k-th answer; a step naming none is asked as written, or with
+``brackets`` with all the earlier answers in brackets (``chained``).
 
 The ranges are the paper's: [0, α−β] retrieve, (α−β, α+β) decompose, [α+β, 1] generate; so
 c exactly at α−β retrieves and c exactly at α+β generates (bounds rounded to 10 decimals so
@@ -202,8 +203,8 @@ class SelfDCConfig(MethodConfig):
     choice: bool = False
     #: A divided question divided into steps answered one after another (``DECOMPOSE_CHAIN_PROMPT``:
     #: a later step writes an earlier answer as "#1"), solved in order, each asked with the
-    #: answers of the ones before it (``chained``: "#1" replaced, else the answers in brackets),
-    #: so that its confidence, retrieval and reading see them. Not in the paper, whose
+    #: answers of the ones before it that it names (``chained``: "#1" replaced), so that its
+    #: confidence, retrieval and reading see them. Not in the paper, whose
     #: sub-questions are independent parts solved at once: a remedy for chains of hops whose later
     #: hop cannot be asked before the earlier answer is known (issue 33), off by default, on in
     #: the small-model preset.
@@ -214,6 +215,12 @@ class SelfDCConfig(MethodConfig):
     #: whose decompose prompt is zero-shot: Qwen2.5-1.5B's zero-shot chains asked the last hop
     #: first (issue 33). 0 (default): zero-shot; 4 in the small-model preset.
     shots: int = field(default=0, metadata={"range": (0, 16)})
+    #: With ``chain``: a step naming no ``#k`` asked with every earlier answer in brackets
+    #: ("What is the seat of that county? (Mountrail County)"), as the chain was first measured.
+    #: Off (default): it is asked as written, the decomposition naming which answers a step uses
+    #: (with the brackets, the second part of a comparison, "Who is the director of B? (Stephan
+    #: Elliott)", was answered with the first part's answer; issue 33).
+    brackets: bool = False
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -358,11 +365,12 @@ def resolved(sub: str, earlier: list[str]) -> str:
     return _REFERENCE.sub(answer, sub)
 
 
-def chained(sub: str, earlier: list[str]) -> str:
-    """``sub`` asked with the earlier sub-questions' answers: its ``#k`` references replaced
-    (``resolved``); a ``sub`` that names none gets them in brackets, the empty ones left out
-    ("What is the seat of that county? (Mountrail County)"); ``sub`` itself when there are none."""
-    if _REFERENCE.search(sub):
+def chained(sub: str, earlier: list[str], brackets: bool = False) -> str:
+    """``sub`` asked with the earlier sub-questions' answers it names: its ``#k`` references
+    replaced (``resolved``); a ``sub`` that names none is asked as written, or with ``brackets``
+    with the earlier answers in brackets, the empty ones left out ("What is the seat of that
+    county? (Mountrail County)"; ``sub`` itself when there are none)."""
+    if _REFERENCE.search(sub) or not brackets:
         return resolved(sub, earlier)
     given = [a for a in earlier if a.strip()]
     return f"{sub} ({'; '.join(given)})" if given else sub
@@ -411,12 +419,15 @@ class SelfDC(FewShotMethod):
             "held to the two candidates; and the paper's independent parts cannot carry a chain of hops (a later "
             "hop asked before the earlier answer is known), while its confidence did not tell which questions one "
             "retrieval answers: every question is divided once (alpha 0.5, beta 0.5, depth 1) into steps answered "
-            "in order, each given the earlier answers, shown 4 demonstrations of such a division"),
+            "in order, each given the earlier answers it names, shown 4 demonstrations of such a division"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None, *,
                  demos: Sequence[Demo] | None = None) -> None:
         cfg = config or SelfDCConfig()
+        if cfg.brackets and not cfg.chain:
+            raise MethodError("Self-DC's brackets give a chain's step the earlier answers: set chain=true too "
+                              "(or brackets=false)")
         if cfg.shots and not cfg.chain:
             raise MethodError("Self-DC's shots are demonstrations of a chain decomposition: set chain=true too "
                               "(or shots=0)")
@@ -500,7 +511,7 @@ class SelfDC(FewShotMethod):
         for sub in subs:
             earlier = [a for a, _ in results]
             shown.append(resolved(sub, earlier))
-            results.append(self.solve(chained(sub, earlier), depth))
+            results.append(self.solve(chained(sub, earlier, self.config.brackets), depth))
         return shown, results
 
     # -- the sub-functions -----------------------------------------------------------------------------------
