@@ -2,13 +2,14 @@
 
 Methods receive their demonstrations ready (their ``demos`` argument, built by
 ``hopqa.datasets.few_shot_demos``); this module holds the formatting more than one method
-shares: ``chain_of_thought`` (IRCoT, ITER-RETGEN), ``demo_bridge`` (LeapQuery, Self-DC) and
-``chain_decomposition`` (Self-DC). Self-Ask and ReAct format theirs in their own modules.
+shares: ``chain_of_thought`` (IRCoT, ITER-RETGEN), ``multi_hop`` and ``demo_bridge`` (LeapQuery,
+Self-DC) and ``chain_decomposition`` (Self-DC). Self-Ask and ReAct format theirs in their own modules.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from difflib import SequenceMatcher
 
 from hopqa.types import Demo
@@ -22,6 +23,12 @@ def chain_of_thought(demo: Demo) -> str:
         sentence = len(ans.split()) > 4 and re.search(r"\b(is|was|are|were|has|had)\b", ans)
         parts.append(f"{ans}." if sentence else f"{s.question} {ans}.")
     return " ".join(parts) + f" So the answer is: {demo.answer}."
+
+
+def multi_hop(demos: Iterable[Demo] | None) -> list[Demo]:
+    """The demonstrations of two or more steps, in order: the ones that show a hop handing its
+    answer to the next (a one-step demonstration shows no bridge)."""
+    return [d for d in demos or () if len(d.steps) >= 2]
 
 
 def demo_bridge(answer: str, next_question: str) -> str:

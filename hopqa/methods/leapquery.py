@@ -82,7 +82,7 @@ from typing import Any, ClassVar, Literal
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import FewShotMethod, MethodConfig, MethodError, Preset, Result, register
 from hopqa.methods.choice import hold_to_choice
-from hopqa.methods.demos import demo_bridge
+from hopqa.methods.demos import demo_bridge, multi_hop
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
@@ -432,7 +432,7 @@ class LeapQuery(FewShotMethod):
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
                  reranker: Any = None, demos: Sequence[Demo] | None = None) -> None:
-        super().__init__(llm, retriever, config, demos=[d for d in demos or () if len(d.steps) >= 2])
+        super().__init__(llm, retriever, config, demos=multi_hop(demos))
         if reranker is None:  # made now: a spec that is unknown or cannot load fails the build, not each question
             spec = self.config.rerank
             try:

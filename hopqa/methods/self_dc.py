@@ -90,7 +90,7 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import distinct, hold_to_choice
-from hopqa.methods.demos import chain_decomposition
+from hopqa.methods.demos import chain_decomposition, multi_hop
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
 from hopqa.methods.structured import (
@@ -431,7 +431,7 @@ class SelfDC(FewShotMethod):
         if cfg.shots and not cfg.chain:
             raise MethodError("Self-DC's shots are demonstrations of a chain decomposition: set chain=true too "
                               "(or shots=0)")
-        super().__init__(llm, retriever, config, demos=[d for d in demos or () if len(d.steps) >= 2])
+        super().__init__(llm, retriever, config, demos=multi_hop(demos))
         cfg = self.config
         if cfg.confidence == "prob" and not self.llm.supports(LOGPROBS):
             hint = self.llm.capability_hint(LOGPROBS)
