@@ -214,7 +214,7 @@ def test_known_route_retrieve_reads_retrieved_passages_for_a_sure_question():
 
     cfg = method_config("self-dc", preset="small-model")
     assert (cfg.confidence, cfg.known_route, cfg.k, cfg.choice) == ("prob", "retrieve", 5, True)
-    assert (cfg.chain, cfg.shots, cfg.alpha, cfg.beta, cfg.depth) == (True, 4, 0.5, 0.5, 1)
+    assert (cfg.chain, cfg.shots, cfg.brackets, cfg.alpha, cfg.beta, cfg.depth) == (True, 4, True, 0.5, 0.5, 1)
     assert (method_config("self-dc").known_route, method_config("self-dc").k) == ("generate", 3)
     assert method_config("self-dc").choice is False
 
@@ -454,7 +454,7 @@ def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
     """``chain`` (the preset's, with its 4 demonstrations) on SmolLM2 and the first MuSiQue dev
     questions, every confidence in the decompose band and the sub-questions at the depth cap: a
     question SmolLM2 divides into two or more steps has each step after the first asked with the
-    earlier answers it names (its ``#k`` replaced; a step naming none as written). SmolLM2 gives some questions a single
+    earlier answers (its ``#k`` replaced, else, the preset's ``brackets``, in brackets). SmolLM2 gives some questions a single
     step (they are read as they stand), so the first of 6 it divides is checked."""
     from hopqa.datasets import load_dataset
 
@@ -474,7 +474,7 @@ def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
     answers = [n.outputs["answer"] for n in subs]
     # each step asked as chained makes it from the steps before it (a "#k" naming a step not yet
     # answered, as SmolLM2 writes, stays as written)
-    assert [n.inputs["question"] for n in subs] == [chained(q, answers[:i]) for i, q in enumerate(asked)]
+    assert [n.inputs["question"] for n in subs] == [chained(q, answers[:i], brackets=True) for i, q in enumerate(asked)]
 
 
 # -- chain with #k references and demonstrations (issue 33; not in the paper) --------------------------------

@@ -219,7 +219,8 @@ class SelfDCConfig(MethodConfig):
     #: ("What is the seat of that county? (Mountrail County)"), as the chain was first measured.
     #: Off (default): it is asked as written, the decomposition naming which answers a step uses
     #: (with the brackets, the second part of a comparison, "Who is the director of B? (Stephan
-    #: Elliott)", was answered with the first part's answer; issue 33).
+    #: Elliott)", was answered with the first part's answer; issue 33). On in the small-model
+    #: preset, whose figures were measured with it.
     brackets: bool = False
 
 
@@ -410,7 +411,7 @@ class SelfDC(FewShotMethod):
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
             {"confidence": "prob", "known_route": "retrieve", "k": 5, "choice": True,
-             "chain": True, "shots": 4, "alpha": 0.5, "beta": 0.5, "depth": 1},
+             "chain": True, "shots": 4, "brackets": True, "alpha": 0.5, "beta": 0.5, "depth": 1},
             "a small model's verbal confidence is 0.8-1.0 for every question and the questions it is sure of are "
             "answered from its own document, confidently wrong: token probabilities spread the confidence, and a "
             "sure question still reads retrieved passages; and reading the paper's 3 passages it found fewer "
@@ -419,7 +420,7 @@ class SelfDC(FewShotMethod):
             "held to the two candidates; and the paper's independent parts cannot carry a chain of hops (a later "
             "hop asked before the earlier answer is known), while its confidence did not tell which questions one "
             "retrieval answers: every question is divided once (alpha 0.5, beta 0.5, depth 1) into steps answered "
-            "in order, each given the earlier answers it names, shown 4 demonstrations of such a division"),
+            "in order, each given the earlier answers, shown 4 demonstrations of such a division"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None, *,
