@@ -454,8 +454,9 @@ def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
     """``chain`` (the preset's, with its 4 demonstrations) on SmolLM2 and the first MuSiQue dev
     questions, every confidence in the decompose band and the sub-questions at the depth cap: a
     question SmolLM2 divides into two or more steps has each step after the first asked with the
-    earlier answers (its ``#k`` replaced, else, the preset's ``brackets``, in brackets). SmolLM2 gives some questions a single
-    step (they are read as they stand), so the first of 6 it divides is checked."""
+    earlier answers (its ``#k`` replaced, else, the preset's ``brackets``, in brackets). SmolLM2
+    gives some questions a single step (they are read as they stand), so the first of 6 it
+    divides is checked."""
     from hopqa.datasets import load_dataset
 
     method = build_method("self-dc", smollm2_logprobs, CandidatePool([]), preset="small-model", max_tokens=24)
