@@ -36,6 +36,34 @@ def test_a_preset_sets_its_options_over_the_defaults_and_given_options_win():
         method_config("hgot", preset="tiny")
 
 
+def test_a_preset_option_goes_with_the_option_it_needs_when_that_one_is_turned_off():
+    """Self-DC's ``shots`` and ``brackets`` act only with ``chain`` (``metadata={"needs":
+    "chain"}``): ``--preset small-model --set chain=false`` drops the preset's values of both
+    (the method would refuse them), from the Python API and the service alike; set explicitly,
+    they stay and the method refuses them."""
+    from hopqa.methods.self_dc import SelfDC
+
+    cfg = method_config("self-dc", preset="small-model", chain=False)
+    assert (cfg.chain, cfg.shots, cfg.brackets, cfg.choice, cfg.alpha) == (False, 0, False, True, 0.5)
+    SelfDC(ScriptedLLM(), retriever(), cfg.update(confidence="verb"))  # accepted: nothing needs the chain
+    kept = method_config("self-dc", preset="small-model", chain=False, shots=2)
+    assert (kept.shots, kept.brackets) == (2, False)
+    with pytest.raises(MethodError, match="set chain=true too"):
+        SelfDC(ScriptedLLM(), retriever(), kept.update(confidence="verb"))
+    assert method_config("self-dc", preset="small-model").shots == 4  # the chain on: the preset's
+    settings = ServiceSettings(llm=ScriptedLLM(replies=lambda r: "x"), retriever_for=retriever_for(retriever()))
+    plan = prepare(settings, QUESTION, "self-dc", {"preset": "small-model", "chain": False})
+    assert plan.options == {"preset": "small-model", "chain": False}
+
+
+def test_every_needs_names_a_bool_option_of_the_same_config():
+    for name in METHODS:
+        config = get_method_class(name).Config
+        for f in config.__dataclass_fields__.values():
+            if "needs" in f.metadata:
+                assert config.__dataclass_fields__[f.metadata["needs"]].type in (bool, "bool"), (name, f.name)
+
+
 def test_every_preset_is_a_valid_config_and_documented():
     for name in METHODS:
         for key, preset in method_presets(name).items():

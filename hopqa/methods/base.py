@@ -22,6 +22,10 @@ Preset({...}, "why")}``): ``method_config(name, preset="small-model")`` applies 
 method's defaults, and options given beside win over them (``--preset`` of the CLI,
 ``preset=`` of ``hopqa.pipeline`` and ``build_method``, ``"preset"`` among a service request's
 options). The defaults stay the papers'; a preset departs from them on purpose (issue 33).
+An option that acts only with another one on declares it (``field(metadata={"needs":
+"chain"})``): when the options given beside a preset turn that one off, the preset's value of
+the dependent option goes too (``--preset small-model --set chain=false`` drops the preset's
+chain demonstrations instead of refusing them); set explicitly, it is the method's to refuse.
 The registry ``METHODS`` knows the built-in methods' names and modules (``BUILTIN_METHODS``)
 without importing them: a method's module is imported when its class is first asked for
 (``METHODS[name]``, ``get_method_class``, ``instantiate``), so a command pays only for the
@@ -435,9 +439,18 @@ def method_config(name: str, preset: str | None = None, **options: Any) -> Metho
     ``None`` values ignored)."""
     cls = get_method_class(name)
     config = cls.Config(**METHODS.preset(normalize_name(name)))
-    if preset is not None:
-        config.update(**preset_options(name, preset))
-    return config.update(**options)
+    if preset is None:
+        return config.update(**options)
+    base = copy.copy(config)
+    chosen = preset_options(name, preset)
+    config.update(**chosen).update(**options)
+    # a preset's option that acts only with one the options given beside it turned off goes with it
+    dropped = {f.name: getattr(base, f.name) for f in fields(config)
+               if f.metadata.get("needs") and f.name in chosen and options.get(f.name) is None
+               and not getattr(config, f.metadata["needs"])}
+    for key, value in dropped.items():  # update() skips None, and a default may be None
+        setattr(config, key, value)
+    return config
 
 
 def method_presets(name: str) -> dict[str, Preset]:

@@ -214,14 +214,14 @@ class SelfDCConfig(MethodConfig):
     #: 2WikiMultihopQA train alternating, never dev; ``chain_decomposition``). Not in the paper,
     #: whose decompose prompt is zero-shot: Qwen2.5-1.5B's zero-shot chains asked the last hop
     #: first (issue 33). 0 (default): zero-shot; 4 in the small-model preset.
-    shots: int = field(default=0, metadata={"range": (0, 16)})
+    shots: int = field(default=0, metadata={"range": (0, 16), "needs": "chain"})
     #: With ``chain``: a step naming no ``#k`` asked with every earlier answer in brackets
     #: ("What is the seat of that county? (Mountrail County)"), as the chain was first measured.
     #: Off (default): it is asked as written, the decomposition naming which answers a step uses
     #: (with the brackets, the second part of a comparison, "Who is the director of B? (Stephan
     #: Elliott)", was answered with the first part's answer; issue 33). On in the small-model
     #: preset, whose figures were measured with it.
-    brackets: bool = False
+    brackets: bool = field(default=False, metadata={"needs": "chain"})
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
