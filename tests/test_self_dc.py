@@ -450,16 +450,19 @@ def test_self_dc_with_choice_on_the_real_model(smollm2_logprobs, data_dir):
 
 
 @pytest.mark.slow
-def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
+@pytest.mark.parametrize("brackets", [True, False], ids=["brackets", "as-written"])
+def test_chain_on_the_real_model(smollm2_logprobs, data_dir, brackets):
     """``chain`` (the preset's, with its 4 demonstrations) on SmolLM2 and the first MuSiQue dev
     questions, every confidence in the decompose band and the sub-questions at the depth cap: a
     question SmolLM2 divides into two or more steps has each step after the first asked with the
-    earlier answers (its ``#k`` replaced, else, the preset's ``brackets``, in brackets). SmolLM2
+    earlier answers it names (its ``#k`` replaced); a step naming none gets them all in brackets
+    with the preset's ``brackets``, and is asked as written with ``brackets=false``. SmolLM2
     gives some questions a single step (they are read as they stand), so the first of 6 it
     divides is checked."""
     from hopqa.datasets import load_dataset
 
-    method = build_method("self-dc", smollm2_logprobs, CandidatePool([]), preset="small-model", max_tokens=24)
+    method = build_method("self-dc", smollm2_logprobs, CandidatePool([]), preset="small-model", max_tokens=24,
+                          brackets=brackets)
     for ex in load_dataset("musique", "dev", data_dir=data_dir, limit=6):
         ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
         assert ans.error is None, ans.error
@@ -475,7 +478,8 @@ def test_chain_on_the_real_model(smollm2_logprobs, data_dir):
     answers = [n.outputs["answer"] for n in subs]
     # each step asked as chained makes it from the steps before it (a "#k" naming a step not yet
     # answered, as SmolLM2 writes, stays as written)
-    assert [n.inputs["question"] for n in subs] == [chained(q, answers[:i], brackets=True) for i, q in enumerate(asked)]
+    assert [n.inputs["question"] for n in subs] == [chained(q, answers[:i], brackets) for i, q in enumerate(asked)]
+    assert brackets or all(n.inputs["question"] == q for n, q in zip(subs, asked) if "#" not in q)
 
 
 # -- chain with #k references and demonstrations (issue 33; not in the paper) --------------------------------
