@@ -346,6 +346,8 @@ def test_methods_lists_every_method_with_its_paper_and_options():
     assert tor["shots"]["range"] == [0, 3] and tor["context_tokens"]["type"] == "int | None"
     assert tor["context_tokens"]["optional"] is True
     assert {o["name"]: o for o in by_name["ircot"]["options"]}["k"]["range"] == [1, 1000]
+    self_dc = {o["name"]: o for o in by_name["self-dc"]["options"]}
+    assert self_dc["shots"]["needs"] == "chain" and self_dc["brackets"]["needs"] == "chain" and "needs" not in self_dc["k"]
     gensco = {o["name"]: o for o in by_name["gensco-stop"]["options"]}
     assert gensco["variant"]["default"] == "stop"  # the preset's default
 

@@ -108,6 +108,8 @@ def describe_options(name: str, settings: ServiceSettings | None = None) -> list
                 item["items"] = f.metadata["items"]
             if settings is not None and f.name in settings.option_caps:
                 item["cap"] = settings.option_caps[f.name]
+        if f.metadata.get("needs"):  # acts only with that option on (a preset's value goes with it)
+            item["needs"] = f.metadata["needs"]
         if f.name in resources:
             item["resource"] = resources[f.name]
             if settings is not None:
