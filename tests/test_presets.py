@@ -54,6 +54,11 @@ def test_a_preset_option_goes_with_the_option_it_needs_when_that_one_is_turned_o
     settings = ServiceSettings(llm=ScriptedLLM(replies=lambda r: "x"), retriever_for=retriever_for(retriever()))
     plan = prepare(settings, QUESTION, "self-dc", {"preset": "small-model", "chain": False})
     assert plan.options == {"preset": "small-model", "chain": False}
+    from argparse import Namespace
+
+    from hopqa.cli import _method_options  # --preset small-model --set chain=false: accepted, as given
+    args = Namespace(preset="small-model", k=None, set=["chain=false"], method="self-dc")
+    assert _method_options("self-dc", args) == {"preset": "small-model", "chain": False}
 
 
 def test_every_needs_names_a_bool_option_of_the_same_config():
