@@ -17,8 +17,9 @@ every run of a method shares, whatever the variant, are in ``SHARED`` (HGOT's ch
 its paper's take ~10 minutes a question here). The LLM response cache is off, so seconds per
 question are real.
 
-Then, per dataset and setting, ``hopqa report`` over both variants with ``--baseline
-retrieve-then-read``: every method and variant against Retrieve-then-Read on the questions both
+Then, per dataset and setting, ``hopqa report`` over both variants of the methods and baselines
+asked for (and Retrieve-then-Read's run, when there is one; never other runs in the same
+folders) with ``--baseline retrieve-then-read``: every method and variant against Retrieve-then-Read on the questions both
 answered (the paired difference, its 95 % interval, p, win / tie / loss), and each preset
 against its own defaults (the ``vs defaults`` lines: the paired F1 difference on the shared
 questions, paired by id as ``hopqa report`` pairs runs: ``compare_by_id``).
@@ -149,7 +150,11 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
           f"dev, first {args.limit} questions; LLM response cache off; shared options {SHARED}")
     for setting in settings:
         for dataset in datasets:
-            dirs = [d for d in (out / v / f"{dataset}-dev-{setting}" for v in ("defaults", PRESET)) if d.is_dir()]
+            # the runs of the methods asked for (and of the baselines), never other runs lying in
+            # the same folders: a report of one method merged into the figures replaces its rows only
+            names = dict.fromkeys([*_names(args.baselines), "retrieve-then-read", *methods])
+            dirs = [d for v in ("defaults", PRESET) for m in names
+                    if (d := run_dir(out, v, dataset, setting, m)).is_dir()]
             if not dirs:
                 continue
             print(f"\n## {dataset}, {setting} setting\n", flush=True)
@@ -179,6 +184,11 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
     return target
 
 
+def _names(text: str) -> list[str]:
+    """The names of a comma-separated option (``--methods``, ``--baselines``), blanks left out."""
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
 def _paired(c: Comparison, label: str) -> dict:
     """A comparison as the figures keep it (``hopqa report``'s fields)."""
     return {**{k: getattr(c, k) for k in COMPARISON_FIELDS}, "method": label}
@@ -187,8 +197,10 @@ def _paired(c: Comparison, label: str) -> dict:
 def merge_figures(new: dict, into: Path, what: str) -> list[str]:
     """Merge the figures ``new`` (this script's) into the figures file ``into``, table by dataset
     and setting: a run replaces the run of the same label or is added, as do its comparisons;
-    a run with F1 by id and no comparison with Retrieve-then-Read (a run merged before
-    Retrieve-then-Read's F1 by id was kept) is paired with it as ``hopqa report`` pairs runs.
+    a replaced run's old comparison with Retrieve-then-Read goes with it (one the new figures
+    do not bring is computed again), and a run with F1 by id and no comparison with
+    Retrieve-then-Read (a run merged before Retrieve-then-Read's F1 by id was kept, a run
+    merged from a report without it) is paired with it as ``hopqa report`` pairs runs.
     ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
     run and why). Written atomically; the lines describing each change are returned."""
     old = json.loads(into.read_text(encoding="utf-8"))
@@ -200,6 +212,8 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
             old["tables"].append(table)
             log.append(f"added the table {key[0]}, {key[1]}")
             continue
+        replaced = {r["label"] for r in table["runs"]}  # their old comparisons went with their old F1
+        cur["vs_retrieve_then_read"] = [c for c in cur["vs_retrieve_then_read"] if c["method"] not in replaced]
         for field, name in (("runs", "label"), ("vs_retrieve_then_read", "method"), ("preset_vs_defaults", "method")):
             where = {item[name]: i for i, item in enumerate(cur[field])}
             for item in table[field]:
@@ -249,10 +263,8 @@ def main() -> None:
                          "replaced by label or added, the merge recorded in its about.merged")
     ap.add_argument("--merge-note", default="", help="what was run and why, for about.merged (with --merge-into)")
     args = ap.parse_args()
-    datasets = [d for d in args.datasets.split(",") if d]
-    settings = [s for s in args.settings.split(",") if s]
-    methods = [m for m in args.methods.split(",") if m]
-    baselines = [m for m in args.baselines.split(",") if m]
+    datasets, settings, methods = _names(args.datasets), _names(args.settings), _names(args.methods)
+    baselines = _names(args.baselines)
     variants = {v for v in args.variants.split(",") if v}
     if unknown := variants - {"defaults", PRESET}:
         ap.error(f"unknown variants: {', '.join(sorted(unknown))} (defaults, {PRESET})")

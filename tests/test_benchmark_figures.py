@@ -6,6 +6,7 @@ for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``e
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,9 @@ def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault
     assert (against["method"], against["n"]) == ("self-dc", 2)
     target = tmp_path / "presets.json"
     target.write_text(json.dumps({"about": {"date": "2026-11-27"}, "tables": []}))
+    # a run of another method in the same folder is not reported with --methods self-dc
+    shutil.copytree(tmp_path / "bench" / "defaults" / "musique-dev-distractor" / "self-dc",
+                    tmp_path / "bench" / "defaults" / "musique-dev-distractor" / "leapquery")
     done = _run("presets.py", "--report-only", "--datasets", "musique", "--settings", "distractor", "--methods",
                 "self-dc", "--out", str(tmp_path / "bench"), "--figures", str(tmp_path / "again.json"),
                 "--merge-into", str(target), "--merge-note", "Self-DC on two questions", cwd=tmp_path)
@@ -159,8 +163,8 @@ def _presets_module(monkeypatch):
 
 def test_presets_merges_its_figures_into_a_figures_file(monkeypatch, tmp_path):
     """--merge-into: a run replaces the run of its label or is added with its comparisons, a
-    table is added, a run with F1 by id but no comparison is paired with Retrieve-then-Read as
-    the report pairs runs, and the merge is recorded."""
+    table is added, a run with F1 by id but no comparison (a replaced run's old one goes) is
+    paired with Retrieve-then-Read as the report pairs runs, and the merge is recorded."""
     from hopqa.evaluation.report import compare_by_id
 
     presets = _presets_module(monkeypatch)
@@ -177,11 +181,13 @@ def test_presets_merges_its_figures_into_a_figures_file(monkeypatch, tmp_path):
     target.write_text(json.dumps({"about": {"date": "2026-11-27", "command": "first"}, "tables": [
         {"dataset": "musique", "setting": "open", "preset_vs_defaults": [],
          "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", old_run), run("self-dc (defaults)", kept)],
-         "vs_retrieve_then_read": [{"method": "hgot (small-model)", "n": 8, "diff": -0.5, "low": -0.9, "high": -0.1}]}]}))
+         "vs_retrieve_then_read": [{"method": "hgot (small-model)", "n": 8, "diff": -0.5, "low": -0.9, "high": -0.1},
+                                   {"method": "self-dc (defaults)", "n": 8, "diff": -0.5, "low": -0.9, "high": -0.1}]}]}))
     better = {q: 1.0 for q in ids}
     new = {"about": {"date": "2026-11-28", "command": "benchmarks/presets.py --report-only", "machine": "m"},
            "tables": [{"dataset": "musique", "setting": "open", "preset_vs_defaults": [],
-                       "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", better)],
+                       "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", better),
+                                run("self-dc (defaults)", kept)],  # re-reported: its stale comparison goes
                        "vs_retrieve_then_read": [presets._paired(compare_by_id(better, rtr), "hgot (small-model)")]},
                       {"dataset": "hotpotqa", "setting": "distractor", "runs": [], "vs_retrieve_then_read": [],
                        "preset_vs_defaults": []}]}
