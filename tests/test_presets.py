@@ -61,6 +61,38 @@ def test_a_preset_option_goes_with_the_option_it_needs_when_that_one_is_turned_o
     assert _method_options("self-dc", args) == {"preset": "small-model", "chain": False}
 
 
+def test_an_option_that_needs_another_is_refused_without_it_for_any_method():
+    """The check is the method base's (``check_dependent_options``), driven by the ``needs``
+    metadata alone: a method of its own gets it with no code; an option left at its default is
+    accepted whatever the option it needs."""
+    from dataclasses import dataclass, field
+
+    from hopqa.methods.base import Method, MethodConfig
+
+    @dataclass
+    class ToyConfig(MethodConfig):
+        deep: bool = False
+        depth: int = field(default=1, metadata={"range": (1, 9), "needs": "deep"})
+        label: str = field(default="", metadata={"needs": "deep"})
+
+    class Toy(Method):
+        name = "toy"
+        Config = ToyConfig
+
+    Toy(ScriptedLLM(), ToyConfig())
+    Toy(ScriptedLLM(), ToyConfig(deep=True, depth=3, label="x"))
+    with pytest.raises(MethodError, match=r"'toy''s option depth=3 acts only with deep=true: "
+                                          r"set deep=true too \(or depth=1\)"):
+        Toy(ScriptedLLM(), ToyConfig(depth=3))
+    with pytest.raises(MethodError, match=r"option label=x .* \(or label=\)"):
+        Toy(ScriptedLLM(), ToyConfig(label="x"))
+    from hopqa.methods.self_dc import SelfDC, SelfDCConfig
+
+    for option, fix in (({"shots": 2}, "shots=0"), ({"brackets": True}, "brackets=false")):
+        with pytest.raises(MethodError, match=rf"set chain=true too \(or {fix}\)"):
+            SelfDC(ScriptedLLM(), retriever(), SelfDCConfig(confidence="verb", **option))
+
+
 def test_every_needs_names_a_bool_option_of_the_same_config():
     for name in METHODS:
         config = get_method_class(name).Config

@@ -25,7 +25,8 @@ options). The defaults stay the papers'; a preset departs from them on purpose (
 An option that acts only with another one on declares it (``field(metadata={"needs":
 "chain"})``): when the options given beside a preset turn that one off, the preset's value of
 the dependent option goes too (``--preset small-model --set chain=false`` drops the preset's
-chain demonstrations instead of refusing them); set explicitly, it is the method's to refuse.
+chain demonstrations instead of refusing them); set explicitly away from its default with that
+one off, it is refused when the method is made (``check_dependent_options``), the fix named.
 The registry ``METHODS`` knows the built-in methods' names and modules (``BUILTIN_METHODS``)
 without importing them: a method's module is imported when its class is first asked for
 (``METHODS[name]``, ``get_method_class``, ``instantiate``), so a command pays only for the
@@ -56,7 +57,7 @@ import copy
 import importlib
 import time
 from collections.abc import Iterator, MutableMapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from hopqa.config import MAX_QUESTION_CHARS
@@ -207,6 +208,7 @@ class Method:
     def __init__(self, llm: LLMBase, config: MethodConfig | None = None) -> None:
         self.llm = traced_llm(llm)
         self.config = config if config is not None else self.Config()
+        check_dependent_options(self.name, self.config)
 
     # -- to implement ----------------------------------------------------------------------
     def run(self, question: str) -> Result:  # pragma: no cover
@@ -297,6 +299,26 @@ class FewShotMethod(RetrievingMethod):
                               f"demos=hopqa.datasets.few_shot_demos({shots}) (or build it with hopqa.build), "
                               "or set shots=0")
         self.demos: tuple[Demo, ...] = tuple(demos or ())[:shots]
+
+
+def check_dependent_options(method: str, config: MethodConfig) -> None:
+    """``MethodError`` when an option that acts only with another one on (``field(metadata=
+    {"needs": "chain"})``) is set away from its default while that one is off: it would be
+    silently ignored. The message names both fixes."""
+    for f in fields(config):
+        needed = f.metadata.get("needs")
+        if not needed or getattr(config, needed):
+            continue
+        default = f.default if f.default_factory is MISSING else f.default_factory()  # type: ignore[misc]
+        value = getattr(config, f.name)
+        if value != default:
+            raise MethodError(f"the method {method!r}'s option {f.name}={_shown(value)} acts only with "
+                              f"{needed}=true: set {needed}=true too (or {f.name}={_shown(default)})")
+
+
+def _shown(value: Any) -> str:
+    """An option's value as the command line writes it (``true``, ``4``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def validate_question(question: str) -> str:

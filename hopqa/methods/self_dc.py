@@ -425,13 +425,6 @@ class SelfDC(FewShotMethod):
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: SelfDCConfig | None = None, *,
                  demos: Sequence[Demo] | None = None) -> None:
-        cfg = config or SelfDCConfig()
-        if cfg.brackets and not cfg.chain:
-            raise MethodError("Self-DC's brackets give a chain's step the earlier answers: set chain=true too "
-                              "(or brackets=false)")
-        if cfg.shots and not cfg.chain:
-            raise MethodError("Self-DC's shots are demonstrations of a chain decomposition: set chain=true too "
-                              "(or shots=0)")
         super().__init__(llm, retriever, config, demos=multi_hop(demos))
         cfg = self.config
         if cfg.confidence == "prob" and not self.llm.supports(LOGPROBS):
