@@ -428,6 +428,37 @@ def test_small_model_preset_reads_the_paragraphs_without_analysis_calls():
     assert cut.answer == "Ada Lovelace" and cut.trace.root.find("read")[0].find("shorten")
 
 
+def test_short_reader_asks_the_same_context_for_a_short_answer_without_demonstrations():
+    """``reader=short`` (issue 33, not in the paper): the final read shows the pool's pieces as
+    ``fusion`` says under a zero-shot short-answer prompt (no demonstrations, no "The answer
+    is"), its reply's first line is the answer and is not cut unless it runs long; the brief
+    analyses keep the paper's prompt; the tree is the same."""
+    def reply(request: GenerationRequest) -> str:
+        prompt = request.text()
+        if prompt.startswith("Answer the question using the"):
+            return " Ada Lovelace\n"
+        if prompt.startswith("Question: "):  # hopqa.methods.shorten
+            return "Lovelace"
+        return world_reply(request)
+
+    paper = tor(ScriptedLLM(reply), widths="3,2", depth=2, fusion="paragraph").answer(Q)
+    for fusion, label in (("paragraph", "\n\nDocuments:\n[1] Title C | "), ("evidence", "\n\nEvidence:\nAssertions:")):
+        llm = ScriptedLLM(reply)
+        short = tor(llm, widths="3,2", depth=2, fusion=fusion, reader="short", short_answer=True).answer(Q)
+        assert short.answer == "Ada Lovelace" and nodes(short) == nodes(paper)
+        (read,) = short.trace.root.find("read")
+        assert read.inputs == {"fusion": fusion, "reader": "short"} and read.outputs["parsed_by"] == "first-line"
+        prompt = read.llm_calls[0]["prompt"]
+        assert prompt.startswith("Answer the question using the") and label in prompt
+        assert "Demonstration" not in prompt and 'must include "The answer is' not in prompt and prompt.endswith(f"Question: {Q}\nAnswer:")
+        assert "\n\n" in llm.requests[-1].stop and not read.find("shorten")  # two words: not cut
+        analyses = short.trace.root.find("analyse")  # the brief analyses: the paper's prompt
+        assert analyses and all(a.llm_calls[0]["prompt"].startswith(ANSWER_FROM_DOCUMENTS) for a in analyses)
+    with pytest.raises(MethodError):
+        tor(ScriptedLLM([]), reader="brief")
+    assert build_method("tor", ScriptedLLM([]), ScriptedRetriever(TABLE)).config.reader == "paper"
+
+
 def test_choice_holds_a_which_of_two_answer_to_the_question_s_candidates():
     """``choice`` (issue 33; in the small-model preset): on a "which of A or B" question, a reader's
     answer naming neither candidate (the entity the comparison goes through) is asked once more,
@@ -1014,6 +1045,30 @@ def test_tor_small_model_preset_end_to_end(smollm2, data_dir):
         assert ans.answer == shortened[0].outputs["phrase"] and in_reply(ans.answer, read.outputs["response"])
     else:
         assert ans.answer == read.outputs["answer"]
+
+
+@pytest.mark.slow
+def test_tor_short_reader_end_to_end(smollm2, data_dir):
+    """``reader=short`` on the real model: the final read is the zero-shot short-answer prompt over
+    the pool's paragraphs, and the answer is its reply's first line (cut only when it runs long)."""
+    from hopqa.datasets import load_dataset
+    from hopqa.methods.shorten import SHORT_ANSWER_WORDS
+    from hopqa.retrieval.pool import CandidatePool
+
+    ex = load_dataset("hotpotqa", "dev", data_dir=data_dir, limit=1)[0]
+    method = build_method("tor", smollm2, widths="2", depth=1, fusion="paragraph", analysis="review", short_answer=True,
+                          reader="short")
+    ans = method.with_retriever(CandidatePool(ex.paragraphs)).answer(ex.question)
+    assert ans.error is None, ans.error
+    (read,) = ans.trace.root.find("read")
+    prompt = read.llm_calls[0]["prompt"]
+    assert read.inputs == {"fusion": "paragraph", "reader": "short"}
+    assert prompt.startswith("Answer the question using the documents below.") and "Demonstration" not in prompt
+    assert "\n\n" not in read.outputs["response"].strip()  # it stops at a blank line
+    shortened = read.find("shorten")
+    assert bool(shortened) == (len(read.outputs["answer"].split()) > SHORT_ANSWER_WORDS)
+    assert ans.answer == (shortened[0].outputs["phrase"] if shortened and shortened[0].outputs["kept"] == "phrase"
+                          else read.outputs["answer"])
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@
   upper estimate elsewhere); the limit is the method's ``context_tokens`` option, else the
   model's context window, else the paper's 4096; the reply's ``max_tokens`` and
   ``TEMPLATE_TOKENS`` for a chat template are kept free.
+- ``reader="short"`` (not in the paper): the same pieces under a zero-shot short-answer prompt.
 - ``read_answer``: the reader's "The answer is xxx." (``hopqa.methods.parsing.extract_answer``:
   the last "answer is", case-insensitive; the first line when the sentence is missing).
 - ``top_by_similarity``: Recall@15 as the paper computes it (§4.2, footnote): when more than 15
@@ -23,7 +24,7 @@ from typing import Any
 
 from hopqa.llm.base import LLMBase
 from hopqa.methods.parsing import extract_answer
-from hopqa.methods.tor.prompts import EVIDENCE_FORMAT, FUSIONS, fusion_demos
+from hopqa.methods.tor.prompts import EVIDENCE_FORMAT, FUSIONS, SHORT_FUSIONS, fusion_demos
 from hopqa.text import render_passages
 from hopqa.types import Passage
 
@@ -102,10 +103,13 @@ def fuse(
     max_words: int,
     limit: int,
     reply_tokens: int,
+    reader: str = "paper",
 ) -> Fused:
-    """The reader's prompt (Table 10, 11 or 12) with as much of the pool as fits (module docstring)."""
-    instruction, form = FUSIONS[fusion]
-    demos = fusion_demos(shots, fusion)
+    """The reader's prompt (Table 10, 11 or 12) with as much of the pool as fits (module
+    docstring); ``reader="short"``: the same context under the zero-shot short-answer prompt
+    (``SHORT_FUSIONS``, no demonstrations)."""
+    instruction, form = (SHORT_FUSIONS if reader == "short" else FUSIONS)[fusion]
+    demos = "" if reader == "short" else fusion_demos(shots, fusion)
     empty = form.format(instruction=instruction, demos=demos, context="", question=question)
     budget = limit - reply_tokens - TEMPLATE_TOKENS
     used = llm.count_tokens(empty)

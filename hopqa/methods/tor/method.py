@@ -64,9 +64,12 @@ a 1.5B model's one-paragraph paths get wrong and its reader follows; no analysis
 
 Not in the paper, off by default (issue 33's remedies for small models): ``short_answer``
 (the reader's sentence cut to its phrase, ``hopqa.methods.shorten``), ``choice`` (a "which of A
-or B" answer held to the two candidates, ``hopqa.methods.choice``) and ``grounded_accept``
+or B" answer held to the two candidates, ``hopqa.methods.choice``), ``grounded_accept``
 (an accepted path whose brief analysis's answer is not stated in its paragraphs is treated as
-unsupported: searched further, or stopped at the maximum depth; noted on the node).
+unsupported: searched further, or stopped at the maximum depth; noted on the node) and
+``reader="short"`` (the final read's context, as ``fusion`` says, asked zero-shot for a short
+answer without explanation instead of Tables 10-12's demonstrations and "The answer is xxx.";
+the brief analyses keep the paper's prompt; the ``read`` step's inputs say which reader read).
 
 Documented fallbacks (recorded in the trace):
 
@@ -78,7 +81,7 @@ Documented fallbacks (recorded in the trace):
 - A Search without a query (an empty ``[QUERY]`` under ``direct``/``cot``, or an MPC call with
   no ``[INFO]`` or an empty ``info``): the review's ``[QUERY]`` if any, else the node is rejected ("no query").
 - An empty evidence pool: the reader reads the root's retrieved paragraphs with Table 10's
-  paragraph-based prompt (the paper leaves this case open).
+  paragraph-based prompt (the paper leaves this case open; under ``reader="short"``, the short one).
 
 Concurrency: a node's review (and its MPC expansion) depends only on Q and its path, so the
 reviews of sibling nodes are made concurrently, up to the backend's ``max_concurrency``
@@ -153,6 +156,7 @@ Expansion = Literal["direct", "cot", "mpc"]
 Fusion = Literal["analysis", "paragraph", "evidence"]
 ReviewPrompt = Literal["auto", "plain", "cot"]
 Analysis = Literal["answer", "review"]
+ReaderPrompt = Literal["paper", "short"]
 ACCEPT, SEARCH, REJECT, STOP = "accept", "search", "reject", "max depth"
 #: Where a reply ends at the latest: a small model that finishes its review (or completion, or
 #: response) may go on to write the next demonstration's "Question:" itself.
@@ -216,6 +220,11 @@ class ToRConfig(MethodConfig):
     #: the entity the comparison goes through (issue 33); off by default, on in the small-model
     #: preset.
     choice: bool = False
+    #: The final reader's prompt: ``paper`` (Tables 10-12: demonstrations, a few sentences ending
+    #: "The answer is xxx.") or ``short`` (the same context asked zero-shot for a short answer
+    #: without explanation, ``hopqa.methods.tor.prompts.SHORT_FUSIONS``). Not in the paper: a
+    #: remedy for small models whose reasoning before the answer goes wrong (issue 33).
+    reader: ReaderPrompt = "paper"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -530,10 +539,12 @@ def _ask_reader(
     pool: Sequence[Evidence],
     s: Step,
     left_out: str,
+    reader: str = "paper",
 ) -> tuple[str, str, str]:
     """(response, answer, how it was read): ``question`` asked with the ``fusion`` prompt over
-    as much of ``pool`` as fits the context (``hopqa.methods.tor.fusion.fuse``), recorded on
-    ``s`` (``left_out``: the note when pieces did not fit)."""
+    as much of ``pool`` as fits the context (``hopqa.methods.tor.fusion.fuse``; ``reader``: the
+    paper's prompt or the short-answer one), recorded on ``s`` (``left_out``: the note when
+    pieces did not fit)."""
     fused = fuse(
         llm,
         fusion,
@@ -543,10 +554,12 @@ def _ask_reader(
         max_words=cfg.max_passage_words,
         limit=context_limit(llm, cfg.context_tokens),
         reply_tokens=cfg.max_tokens,
+        reader=reader,
     )
     if fused.shown < fused.available:
         s.note(left_out, shown=fused.shown, available=fused.available)
-    gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens, stop=STOP_SEQUENCES)
+    stop = STOP_SEQUENCES + ["\n\n"] if reader == "short" else STOP_SEQUENCES
+    gen = llm.generate(fused.prompt, max_tokens=cfg.max_tokens, stop=stop)
     answer, how = read_answer(gen.text)
     s.output(
         response=gen.text,
@@ -600,15 +613,17 @@ def read_pool(
     fallback_passages: list[Passage],
 ) -> tuple[str, str, list[Passage]]:
     """(answer, response, paragraphs behind it): the reader over the evidence pool with the
-    config's ``fusion`` (``hopqa.methods.tor.fusion``); an empty pool reads ``fallback_passages``
-    with the paragraph-based prompt (module docstring)."""
-    fusion = cfg.fusion
-    with step("read", fusion=fusion) as s:
+    config's ``fusion`` (``hopqa.methods.tor.fusion``) and ``reader`` prompt; an empty pool reads
+    ``fallback_passages`` with the paragraph-based prompt (module docstring)."""
+    fusion, reader = cfg.fusion, getattr(cfg, "reader", "paper")
+    with step("read", fusion=fusion, reader=reader) as s:
         if not pool:
             s.note("empty evidence pool: paragraph-based reading of the first retrieval's paragraphs")
             pool, fusion = [Evidence(tuple(fallback_passages), "")], "paragraph"
-        response, answer, how = _ask_reader(llm, cfg, fusion, question, pool, s, "evidence left out to fit the context")
-        if getattr(cfg, "short_answer", False) and needs_shortening(answer, how):
+        response, answer, how = _ask_reader(llm, cfg, fusion, question, pool, s, "evidence left out to fit the context",
+                                            reader)
+        # the short reader's reply is its answer, with no marker to miss: only a long one is cut
+        if getattr(cfg, "short_answer", False) and needs_shortening(answer, how if reader == "paper" else ""):
             answer = shorten(llm, question, response, answer)
     passages = distinct_passages(pool)
     if getattr(cfg, "choice", False):

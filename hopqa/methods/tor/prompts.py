@@ -146,6 +146,20 @@ FUSIONS = {
     "evidence": (FUSE_EVIDENCE, FUSE_EVIDENCE_FORMAT),
 }
 
+#: Not in the paper (``reader="short"``, issue 33): the same context read zero-shot for a short
+#: answer, without a chain of thought (Retrieve-then-Read's wording, hopqa's own), for small
+#: models whose reasoning before "The answer is" goes wrong where a direct answer does not.
+SHORT_READ = "Answer the question using the {what} below. Reply with a short answer of a few words, without explanation."
+SHORT_READ_FORMAT = "{instruction}\n\n{label}:\n{context}\n\nQuestion: {question}\nAnswer:"
+SHORT_FUSIONS = {
+    "paragraph": (SHORT_READ.format(what="documents"), SHORT_READ_FORMAT.replace("{label}", "Documents")),
+    "analysis": (SHORT_READ.format(what="assertions (they may conflict)"),
+                 SHORT_READ_FORMAT.replace("{label}", "Assertions")),
+    "evidence": (SHORT_READ.format(what="evidence (each piece an assertion and the documents behind it; the "
+                                        "assertions may conflict)"),
+                 SHORT_READ_FORMAT.replace("{label}", "Evidence")),
+}
+
 
 # -- demonstrations ---------------------------------------------------------------------------
 @dataclass(frozen=True)
