@@ -214,12 +214,14 @@ def _against(c: dict[str, Any] | None) -> str:
             f"{c['wins']} / {c['ties']} / {c['losses']}")
 
 
-def presets_table(dataset: str, with_setting: bool) -> str:
+def presets_table(dataset: str) -> str:
     """docs/benchmarks/presets.md: each run of ``dataset`` (F1, the median seconds a question,
     F1 against Retrieve-then-Read on the questions both answered); a partial run is marked
     ``partial (n of N)``, a complete run of fewer questions than the table's longest ``first n``
-    (``--limit n``), and its F1 is over its own n questions."""
+    (``--limit n``), and its F1 is over its own n questions. A setting column when the dataset
+    was measured in more than one setting."""
     figures = json.loads(PRESETS.read_text(encoding="utf-8"))
+    with_setting = len({t["setting"] for t in figures["tables"] if t["dataset"] == dataset}) > 1
     head = ["method", "F1", "s/q (median)", "against Retrieve-then-Read, F1 [95 % interval], p, win / tie / loss"]
     head = (["setting"] if with_setting else []) + head
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -573,9 +575,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "intervals-summary": intervals_summary,
     "retrieve-then-read-figures": retrieve_then_read_figures,
     "intervals-comparisons": intervals_comparisons,
-    "presets-musique": lambda: presets_table("musique", with_setting=True),
-    "presets-hotpotqa": lambda: presets_table("hotpotqa", with_setting=False),
-    "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa", with_setting=False),
+    "presets-musique": lambda: presets_table("musique"),
+    "presets-hotpotqa": lambda: presets_table("hotpotqa"),
+    "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa"),
     "presets-against-defaults": presets_against_defaults,
     "demo-candidates": demo_candidates,
     **{f"retrieval-{part}": (lambda part=part: retrieval_table(part)) for part in ("engines", "faiss", "indexes", "hnsw")},

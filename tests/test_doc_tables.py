@@ -105,10 +105,17 @@ def test_presets_table_says_how_many_questions_a_shorter_run_answered(tmp_path, 
     (tmp_path / "p.json").write_text(json.dumps({"about": {}, "tables": [
         {"dataset": "hotpotqa", "setting": "distractor", "runs": runs, "vs_retrieve_then_read": against}]}))
     monkeypatch.setattr(tables, "PRESETS", tmp_path / "p.json")
-    assert tables.presets_table("hotpotqa", with_setting=False).splitlines()[2:] == [
+    assert tables.presets_table("hotpotqa").splitlines()[2:] == [
         "| retrieve-then-read | 0.500 | 18 | – |",
         "| tor, defaults, first 10 | 0.200 | 82 | **−0.400 [−0.680, −0.160]**, p = 0.031, 0 / 4 / 6 |",
         "| ircot (JSON), partial (12 of 30) | 0.600 | – | – |"]
+    # measured in a second setting: a setting column, each table's rows under its own setting
+    (tmp_path / "p.json").write_text(json.dumps({"about": {}, "tables": [
+        {"dataset": "hotpotqa", "setting": "distractor", "runs": runs[:1], "vs_retrieve_then_read": []},
+        {"dataset": "hotpotqa", "setting": "open", "runs": runs[:1], "vs_retrieve_then_read": []}]}))
+    lines = tables.presets_table("hotpotqa").splitlines()
+    assert lines[0].startswith("| setting | method |")
+    assert lines[2:] == ["| distractor | retrieve-then-read | 0.500 | 18 | – |", "| open | retrieve-then-read | 0.500 | 18 | – |"]
 
 
 def test_recorded_table_renders_the_cells_as_stored(tmp_path, monkeypatch):
