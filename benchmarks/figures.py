@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -28,8 +29,10 @@ def machine() -> str:
 
 
 def about(**fields: Any) -> dict[str, Any]:
-    """The date, the machine, the command that ran (``benchmarks/NAME.py ARGS``) and ``fields``."""
-    command = f"benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
+    """The date, the machine, the command that ran (``benchmarks/NAME.py ARGS``, its arguments
+    quoted for a shell, so that it runs again as recorded: an empty ``--baselines ""`` stays
+    ``''``) and ``fields``."""
+    command = f"benchmarks/{Path(sys.argv[0]).name} " + shlex.join(sys.argv[1:])
     return {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": command.strip(), **fields}
 
 

@@ -75,7 +75,9 @@ def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault
                 "--settings", "distractor", "--methods", "self-dc", "--baselines", "", "--out",
                 str(tmp_path / "bench"), "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (table,) = json.loads((tmp_path / "f.json").read_text())["tables"]
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert " --baselines '' --out " in figures["about"]["command"]  # quoted: it runs again as recorded
+    (table,) = figures["tables"]
     assert {r["label"] for r in table["runs"]} == {"self-dc (defaults)", "self-dc (small-model)"}
     assert table["vs_retrieve_then_read"] == []
     (against,) = table["preset_vs_defaults"]
