@@ -92,14 +92,15 @@ def too_deep(text: str | bytes, max_depth: int = MAX_DEPTH) -> bool:
     return _INNERMOST.search(brackets) is not None
 
 
-def loads(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
+def loads(text: str | bytes, max_depth: int = MAX_DEPTH, strict: bool = True) -> Any:
     """``json.loads(text)`` for text from outside; ``ValueError`` (``json.JSONDecodeError``)
     for nesting deeper than ``max_depth`` as for any text that is not JSON. A string escape of
-    a lone surrogate (``"\\ud800"``) reads as U+FFFD, so every string is valid Unicode."""
+    a lone surrogate (``"\\ud800"``) reads as U+FFFD, so every string is valid Unicode.
+    ``strict=False`` lets a string hold raw control characters (``json.loads``'s own option)."""
     if too_deep(text, max_depth):
         raise json.JSONDecodeError(f"nested more than {max_depth} levels deep", "", 0)
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=strict)
     except RecursionError as exc:  # pragma: no cover - guarded above; the interpreter's own limit
         raise json.JSONDecodeError("nested too deeply", "", 0) from exc
     escape = _SURROGATE_ESCAPE_BYTES if isinstance(text, bytes) else _SURROGATE_ESCAPE
@@ -118,13 +119,13 @@ def valid_value(value: Any) -> Any:
     return value
 
 
-def raw_decode(text: str, start: int = 0, max_depth: int = MAX_DEPTH) -> tuple[Any, int]:
-    """``json.JSONDecoder().raw_decode(text, start)`` with ``loads``'s nesting bound (on the
-    text from ``start``)."""
+def raw_decode(text: str, start: int = 0, max_depth: int = MAX_DEPTH, strict: bool = True) -> tuple[Any, int]:
+    """``json.JSONDecoder(strict=strict).raw_decode(text, start)`` with ``loads``'s nesting
+    bound (on the text from ``start``)."""
     if too_deep(text[start:], max_depth):
         raise json.JSONDecodeError(f"nested more than {max_depth} levels deep", text, start)
     try:
-        return json.JSONDecoder().raw_decode(text, start)
+        return json.JSONDecoder(strict=strict).raw_decode(text, start)
     except RecursionError as exc:  # pragma: no cover
         raise json.JSONDecodeError("nested too deeply", text, start) from exc
 

@@ -215,6 +215,34 @@ def test_schema_constrained_generation_is_valid_json_every_time(smollm2, schema,
         jsonschema.validate(json.loads(gen.text), schema)
 
 
+def test_a_json_string_holds_no_control_character():
+    """llama-cpp-python's converter lets a string hold a raw newline (JSON forbids it): the
+    grammar hopqa compiles has llama.cpp's own rule instead, and llama.cpp accepts it."""
+    from llama_cpp import LlamaGrammar
+
+    from hopqa.llm.llamacpp import LOOSE_JSON_CHAR, STRICT_JSON_CHAR, json_grammar
+
+    gbnf = json_grammar(json.dumps(CONFIDENCE_SCHEMA))
+    assert STRICT_JSON_CHAR in gbnf and LOOSE_JSON_CHAR not in gbnf
+    assert LlamaGrammar.from_string(gbnf, verbose=False) is not None
+
+
+def test_a_reply_that_ran_on_into_new_lines_stays_json(smollm2):
+    """GenSco's first sub-question prompt (Table 7 asking for JSON): under the converter's own
+    grammar SmolLM2 wrote the example, two newlines and the next prompt inside the string
+    (2026-11-30, on 19 of the 20 questions of the every-method benchmark), a reply Python's JSON rejects."""
+    from hopqa.methods.gensco import prompts
+
+    prompt = prompts.DECOMPOSE_JSON_PROMPT.format(
+        instruction=prompts.DECOMPOSE_INSTRUCTION, shots=prompts.DECOMPOSE_SHOTS,
+        question="What is the seat of the county where Van Hook Township is located?", history="", level=1,
+        end="", reply=prompts.FIRST_SUBQUESTION_REPLY)
+    gen = smollm2.generate(prompt, schema=prompts.SUBQUESTION_SCHEMA, max_tokens=64)
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in gen.text), gen.text
+    if gen.completions[0].finish_reason == "stop":
+        assert isinstance(json.loads(gen.text)["subquestion"], str)
+
+
 def test_structured_0_declares_no_capability():
     llm = LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(structured=False))
     try:

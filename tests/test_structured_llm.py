@@ -151,6 +151,8 @@ def test_structured_0_declares_no_capability():
     ("no json at all", None, False),
     ('{"a": 1]', None, False),
     ("[1, 2]", None, False),
+    ('{"a": "x\ny"} more', {"a": "x\ny"}, False),  # a raw newline in a string (JSON forbids it): read
+    ('{"a": "x\n\nQuestion: y', {"a": "x\n\nQuestion: y"}, True),
 ])
 def test_loads_object(text, obj, repaired):
     assert loads_object(text) == (obj, repaired if obj is not None else False)

@@ -197,6 +197,26 @@ def resolve_model(model: str, home: Path) -> Path:
     raise LLMError(f"unknown embedded model {model!r}: use one of {known}, hf:REPO/FILE.gguf, or a path to a .gguf file")
 
 
+#: The ``char`` rule of llama-cpp-python's JSON-schema converter: any character but a quote or
+#: a backslash, so a string may hold a raw newline (SmolLM2 ran a sub-question on into the next
+#: prompt's lines), which JSON forbids (RFC 8259, section 7) and Python's ``json`` rejects.
+LOOSE_JSON_CHAR = r'char ::= [^"\\] |'
+#: llama.cpp's own converter's rule: no control characters (U+0000-U+001F, U+007F) in a string.
+STRICT_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def json_grammar(schema: str) -> str:
+    """The GBNF grammar of a JSON schema: llama-cpp-python's converter
+    (``json_schema_to_gbnf``) with llama.cpp's rule for a string's characters
+    (``STRICT_JSON_CHAR``), so a completion under it is JSON that ``json.loads`` reads."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(schema)
+    if LOOSE_JSON_CHAR not in gbnf and "char ::=" in gbnf:
+        raise LLMError(f"llama-cpp-python's JSON grammar changed its string rule; expected {LOOSE_JSON_CHAR!r}")
+    return gbnf.replace(LOOSE_JSON_CHAR, STRICT_JSON_CHAR)
+
+
 class LlamaCppLLM(LLMBase):
     """An in-process GGUF model (see the module docstring)."""
 
@@ -300,7 +320,7 @@ class LlamaCppLLM(LLMBase):
             from llama_cpp import LlamaGrammar
 
             try:
-                grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
+                grammar = LlamaGrammar.from_string(json_grammar(schema), verbose=False)
             except Exception as exc:  # the converter raises bare exceptions on schemas it cannot express
                 raise LLMError(f"{self.name}: cannot turn the JSON schema into a grammar: {exc}") from exc
             self._grammars[schema] = grammar

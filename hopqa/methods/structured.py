@@ -97,12 +97,14 @@ def string_list(max_items: int, min_items: int = 0, **item: Any) -> dict[str, An
 def loads_object(text: str) -> tuple[dict[str, Any] | None, bool]:
     """``(object, repaired)``: the first JSON object in ``text`` — after a code fence or other
     text, or cut short (``max_tokens``) and closed here (``repaired=True``); ``(None, False)``
-    when there is none. Linear in the length of ``text``."""
+    when there is none. A raw control character in a string (a newline a model wrote inside a
+    value, which JSON forbids) is read as written, not a reason to drop the object. Linear in
+    the length of ``text``."""
     start = text.find("{")
     if start < 0:
         return None, False
     try:
-        obj, _ = jsonl.raw_decode(text, start)
+        obj, _ = jsonl.raw_decode(text, start, strict=False)
         return (obj, False) if isinstance(obj, dict) else (None, False)
     except ValueError:  # JSONDecodeError (nested too deeply too), or a number too long for int()
         pass
@@ -110,7 +112,7 @@ def loads_object(text: str) -> tuple[dict[str, Any] | None, bool]:
     if closed is None:
         return None, False
     try:
-        obj = jsonl.loads(closed)
+        obj = jsonl.loads(closed, strict=False)
     except ValueError:
         return None, False
     return (obj, True) if isinstance(obj, dict) else (None, False)
