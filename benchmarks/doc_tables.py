@@ -419,9 +419,11 @@ def every_method_table(method: str | None = None) -> str:
             if method is not None and row["method"] != method:
                 continue
             m, c = row["metrics"], row["cost"]
-            label = row["method"] + (f" (`{' '.join(row['options'])}`)" if row["options"] else "")
+            options = f" (`{' '.join(row['options'])}`)" if row["options"] else ""
+            label = row["method"] + options
             if method:
-                label = f"{DATASET_NAMES.get(about['dataset'], about['dataset'])} {about['split']}, {about['setting']} | {row['n']}"
+                label = (f"{DATASET_NAMES.get(about['dataset'], about['dataset'])} {about['split']}, {about['setting']}"
+                         f"{options} | {row['n']}")
             sup = f"{m['support_recall']:.2f}" if "support_recall" in m else "–"
             parsed = f"{100 * m['parse_rate']:.0f} %" if m.get("parse_rate") is not None else "–"
             lines.append(f"| {label} | {when} | {m.get('em', 0):.3f} | {m.get('f1', 0):.3f} | {sup} | {parsed} "

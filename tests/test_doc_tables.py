@@ -5,6 +5,7 @@ matches them fails here."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,3 +161,23 @@ def test_the_intervals_summary_notes_a_figure_over_fewer_questions():
     self_dc = next(line for line in lines if line.startswith("| self-dc"))
     assert "| 0.457 ±0.144 (on 23) |" in self_dc and self_dc.endswith("| – (paused for measurements) |")
     assert "(on " not in next(line for line in lines if line.startswith("| ircot (JSON)"))
+
+
+def test_a_method_page_row_names_its_options(tmp_path, monkeypatch):
+    """The same method measured twice (Self-DC's verbal and `prob` confidence): its page's rows
+    say which options each ran with, as the every-method page does."""
+    tables = _doc_tables()
+    (tmp_path / "results").mkdir()
+    about = {"date": "2026-11-30", "llm": "embedded:smollm2-135m", "dataset": "musique", "split": "dev",
+             "setting": "distractor"}
+    cost = {"llm_calls_per_q": 3.0, "prompt_tokens_per_q": 500, "completion_tokens_per_q": 100,
+            "retrieval_calls_per_q": 0.5, "seconds_per_q": 5.0}
+    for i, options in enumerate([[], ["confidence=prob"]]):
+        row = {"method": "self-dc", "options": options, "n": 20, "failed": 0, "metrics": {"em": 0.0, "f1": 0.1 * i},
+               "cost": cost}
+        (tmp_path / "results" / f"every-method-{i}.json").write_text(json.dumps({"about": about, "rows": [row]}))
+    monkeypatch.setattr(tables, "DOCS", tmp_path)
+    page = tables.every_method_table("self-dc").splitlines()
+    assert page[2].startswith("| MuSiQue dev, distractor | 20 | 2026-11-30, smollm2-135m | 0.000 | 0.000 |")
+    assert page[3].startswith("| MuSiQue dev, distractor (`confidence=prob`) | 20 |")
+    assert tables.every_method_table().splitlines()[3].startswith("| self-dc (`confidence=prob`) | 2026-11-30")
