@@ -403,26 +403,28 @@ def calibration_table() -> str:
     return markdown_table(data["points"], data["metric"])
 
 
-def every_method_table(method: str | None = None) -> str:
+def every_method_table(methods: tuple[str, ...] | None = None) -> str:
     """docs/benchmarks/every-method.md: each ``benchmarks/eval_methods.py --figures`` file of
     ``docs/results/every-method-*.json``, a row per method (its summary's metrics and cost per
     question: parse rate where the method has structured steps), each file's date and model
-    beside its rows; with ``method``, that method's rows only (its own page)."""
-    first = "dataset, setting | n" if method else "method"
+    beside its rows; with ``methods``, those methods' rows only (their page; each row named by
+    its method when the page shows more than one, as GenSco's three variants)."""
+    first = "dataset, setting | n" if methods else "method"
     lines = [(f"| {first} | measured | EM | F1 | sup. recall | parsed | LLM calls/q | prompt tok/q | compl. tok/q "
-              "| retrievals/q | s/q | failed |"), "|" + "---|" * (13 if method else 12)]
+              "| retrievals/q | s/q | failed |"), "|" + "---|" * (13 if methods else 12)]
     for path in sorted((DOCS / "results").glob("every-method-*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         about = data["about"]
         when = f"{about['date']}, {about['llm'].removeprefix('embedded:')}"
         for row in data["rows"]:
-            if method is not None and row["method"] != method:
+            if methods is not None and row["method"] not in methods:
                 continue
             m, c = row["metrics"], row["cost"]
             options = f" (`{' '.join(row['options'])}`)" if row["options"] else ""
             label = row["method"] + options
-            if method:
-                label = (f"{DATASET_NAMES.get(about['dataset'], about['dataset'])} {about['split']}, {about['setting']}"
+            if methods:
+                label = (f"{row['method'] + ': ' if len(methods) > 1 else ''}"
+                         f"{DATASET_NAMES.get(about['dataset'], about['dataset'])} {about['split']}, {about['setting']}"
                          f"{options} | {row['n']}")
             sup = f"{m['support_recall']:.2f}" if "support_recall" in m else "–"
             parsed = f"{100 * m['parse_rate']:.0f} %" if m.get("parse_rate") is not None else "–"
@@ -434,9 +436,12 @@ def every_method_table(method: str | None = None) -> str:
 
 
 DATASET_NAMES = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa": "2WikiMultihopQA"}
-#: Methods whose page shows their rows of the every-method figures (``every-method-NAME``).
-EVERY_METHOD_PAGES = ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot", "iter-retgen",
-                      "self-dc")
+#: The method pages that show rows of the every-method figures (``every-method-PAGE``): the
+#: methods of each.
+EVERY_METHOD_PAGES: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot",
+                                  "iter-retgen", "self-dc", "tor", "cor", "leapquery")},
+}
 
 
 def _cell(value: Any) -> str:
@@ -590,7 +595,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "call-layers": call_layers_table,
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
-    **{f"every-method-{name}": (lambda name=name: every_method_table(name)) for name in EVERY_METHOD_PAGES},
+    **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))
+       for page, methods in EVERY_METHOD_PAGES.items()},
     **{name: (lambda name=name: recorded_table(name)) for name in recorded_tables()},
 }
 

@@ -177,7 +177,7 @@ def test_a_method_page_row_names_its_options(tmp_path, monkeypatch):
                "cost": cost}
         (tmp_path / "results" / f"every-method-{i}.json").write_text(json.dumps({"about": about, "rows": [row]}))
     monkeypatch.setattr(tables, "DOCS", tmp_path)
-    page = tables.every_method_table("self-dc").splitlines()
+    page = tables.every_method_table(("self-dc",)).splitlines()
     assert page[2].startswith("| MuSiQue dev, distractor | 20 | 2026-11-30, smollm2-135m | 0.000 | 0.000 |")
     assert page[3].startswith("| MuSiQue dev, distractor (`confidence=prob`) | 20 |")
     assert tables.every_method_table().splitlines()[3].startswith("| self-dc (`confidence=prob`) | 2026-11-30")
