@@ -440,7 +440,8 @@ DATASET_NAMES = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa"
 #: methods of each.
 EVERY_METHOD_PAGES: dict[str, tuple[str, ...]] = {
     **{name: (name,) for name in ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot",
-                                  "iter-retgen", "self-dc", "tor", "cor", "leapquery")},
+                                  "iter-retgen", "self-dc", "tor", "cor", "leapquery", "hgot")},
+    "gensco": ("gensco-stop", "gensco-max", "gensco-no-qd"),
 }
 
 
