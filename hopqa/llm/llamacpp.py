@@ -208,13 +208,12 @@ STRICT_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 def json_grammar(schema: str) -> str:
     """The GBNF grammar of a JSON schema: llama-cpp-python's converter
     (``json_schema_to_gbnf``) with llama.cpp's rule for a string's characters
-    (``STRICT_JSON_CHAR``), so a completion under it is JSON that ``json.loads`` reads."""
+    (``STRICT_JSON_CHAR``), so a completion under it is JSON that ``json.loads`` reads. A
+    converter whose rule is no longer ``LOOSE_JSON_CHAR`` is left as it is (the tests name the
+    change); the methods' reader takes a raw control character in a string anyway."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    gbnf = json_schema_to_gbnf(schema)
-    if LOOSE_JSON_CHAR not in gbnf and "char ::=" in gbnf:
-        raise LLMError(f"llama-cpp-python's JSON grammar changed its string rule; expected {LOOSE_JSON_CHAR!r}")
-    return gbnf.replace(LOOSE_JSON_CHAR, STRICT_JSON_CHAR)
+    return json_schema_to_gbnf(schema).replace(LOOSE_JSON_CHAR, STRICT_JSON_CHAR)
 
 
 class LlamaCppLLM(LLMBase):
