@@ -328,6 +328,19 @@ def test_the_instructions_example_answer_copied_back_is_no_answer():
     assert PREDICT_JSON_EXAMPLE["answer"] in json_reply(PREDICT_JSON_EXAMPLE)  # the text the model saw
 
 
+def test_an_answer_naming_the_instructions_placeholder_is_no_answer():
+    """SmolLM2-135M's variants of the placeholder (another number of words, words before or after
+    it) are no answer either; an answer that only shares a word with it stays."""
+    from hopqa.methods.hgot.method import copies_the_example
+
+    for copy in ("A short factoid answer, often between 1 and 3 words", "a short factoid answer, but more often",
+                 "an example of a short factoid answer", "The statement is a short factoid answer.",
+                 "a short factoid answer"):
+        assert copies_the_example(copy), copy
+    for real in ("Stanley", "a short answer", "factoid answer", "Short Factoid (album)", ""):
+        assert not copies_the_example(real), real
+
+
 def test_a_plan_step_copying_the_instructions_example_is_dropped():
     """Qwen2.5-1.5B wrote the JSON instruction's own "Step 2 as a standalone search question?" as a
     step (4 of 105 plan steps): it is dropped like an empty step, later numbers renumbered, and noted."""

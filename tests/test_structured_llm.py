@@ -207,6 +207,12 @@ def test_a_copied_reply_example_is_no_value():
     json_reply({"answer": "the placeholder answer of this test, or empty", "items": ["[an item of this test]"]})
     assert is_example("The placeholder answer of this test, or empty.") and is_example("the  placeholder answer")
     assert not is_example("the placeholder") and not is_example("Paris") and not is_example("") and not is_example(3)
+    # a whole bracketed example, then more (SmolLM2-135M: "[the first subquestion] }} The first subquestion is")
+    assert is_example("[An item of this test] }} #1. The first item is") and is_example("[an item of this test]")
+    # ... but not an unbracketed one run on (a real value may begin so), nor a bracketed example's beginning run on
+    assert not is_example("the placeholder answer of this test is Paris") and not is_example("[an item of it")
+    json_reply({"answer": "[two words]"})
+    assert not is_example("[two words] Paris")  # under EXAMPLE_PREFIX_WORDS: a real value may follow
     obj, copied = without_examples({"answer": "the placeholder answer of this test", "items": ["[an item of this test]",
                                                                                                "Who is X?"], "n": 1})
     assert obj == {"items": ["Who is X?"], "n": 1} and copied == ["answer", "items"]

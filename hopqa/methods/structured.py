@@ -225,7 +225,9 @@ def json_reply(example: Mapping[str, Any]) -> str:
 
 #: Every string of a ``json_reply`` example, as ``_example_key`` writes it.
 _EXAMPLES: set[str] = set()
-#: A value this many words long or longer that begins an example is the example copied, cut short.
+#: A value this many words long or longer that begins an example is the example copied, cut short;
+#: a value that begins with a whole bracketed example this long ("[the first subquestion]") and
+#: runs on is the example copied, then more.
 EXAMPLE_PREFIX_WORDS = 3
 
 
@@ -245,9 +247,13 @@ def _example_key(text: str) -> str:
 
 def is_example(value: Any) -> bool:
     """Whether ``value`` is a string of a reply example (``json_reply``) copied into a reply:
-    the same words (case, spacing and a final stop aside), or, at ``EXAMPLE_PREFIX_WORDS``
+    the same words (case, spacing and a final stop aside); or, at ``EXAMPLE_PREFIX_WORDS``
     words or more, the beginning of one ("the short final answer when no follow up is needed"
-    of "the short final answer when no follow up is needed, else empty")."""
+    of "the short final answer when no follow up is needed, else empty"); or a whole bracketed
+    example of that many words or more, then anything ("[the first subquestion] }} The first
+    subquestion is", which SmolLM2-135M wrote as GenSco's first sub-question on 19 of 20
+    MuSiQue questions: a bracketed placeholder never begins a real value, whereas "the short
+    answer is Paris" may be one)."""
     if not isinstance(value, str):
         return False
     key = _example_key(value)
@@ -257,7 +263,17 @@ def is_example(value: Any) -> bool:
         return True
     # a snapshot (``tuple`` copies the set in one step under the GIL): a method building its
     # first prompt on another worker thread may add to the set meanwhile
-    return len(key.split()) >= EXAMPLE_PREFIX_WORDS and any(e.startswith(key) for e in tuple(_EXAMPLES))
+    examples = tuple(_EXAMPLES)
+    if len(key.split()) >= EXAMPLE_PREFIX_WORDS and any(e.startswith(key) for e in examples):
+        return True
+    return any(_begins_with_placeholder(key, e) for e in examples)
+
+
+def _begins_with_placeholder(key: str, example: str) -> bool:
+    """Whether ``key`` begins with ``example``, a bracketed example of ``EXAMPLE_PREFIX_WORDS``
+    words or more, and runs on."""
+    return (example.startswith("[") and example.endswith("]") and len(example.split()) >= EXAMPLE_PREFIX_WORDS
+            and len(key) > len(example) and key.startswith(example))
 
 
 def without_examples(obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
