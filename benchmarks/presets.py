@@ -189,6 +189,15 @@ def _names(text: str) -> list[str]:
     return [m.strip() for m in text.split(",") if m.strip()]
 
 
+def preset_labels(name: str) -> tuple[str, str]:
+    """The run labels a preset-against-defaults comparison named ``name`` pairs: ``tor`` pairs
+    ``tor (small-model)`` with ``tor (defaults)``; ``tor (reader=short)`` pairs
+    ``tor (small-model, reader=short)`` with ``tor (defaults)``."""
+    method, _, variant = name.partition(" (")
+    variant = variant.removesuffix(")")
+    return (f"{method} ({PRESET}, {variant})" if variant else f"{method} ({PRESET})"), f"{method} (defaults)"
+
+
 def _paired(c: Comparison, label: str) -> dict:
     """A comparison as the figures keep it (``hopqa report``'s fields)."""
     return {**{k: getattr(c, k) for k in COMPARISON_FIELDS}, "method": label}
@@ -200,7 +209,10 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
     a replaced run's old comparison with Retrieve-then-Read goes with it (one the new figures
     do not bring is computed again), and a run with F1 by id and no comparison with
     Retrieve-then-Read (a run merged before Retrieve-then-Read's F1 by id was kept, a run
-    merged from a report without it) is paired with it as ``hopqa report`` pairs runs.
+    merged from a report without it) is paired with it as ``hopqa report`` pairs runs. A preset
+    against its defaults whose preset or defaults run was replaced (a defaults run grown from 20
+    to 30 questions while the preset's run is no longer on disk) is paired again from their F1
+    by id, unless ``new`` brings that comparison.
     ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
     run and why). Written atomically; the lines describing each change are returned."""
     old = json.loads(into.read_text(encoding="utf-8"))
@@ -225,6 +237,17 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
                 figure = (f"F1 {item['f1']:.3f}" if field == "runs" else
                           f"{item['diff']:+.3f} [{item['low']:+.3f}, {item['high']:+.3f}]")
                 log.append(f"{verb} {key[0]}, {key[1]}: {field} {item[name]} (n {item['n']}, {figure})")
+        brought = {c["method"] for c in table["preset_vs_defaults"]}
+        runs = {r["label"]: r for r in cur["runs"]}
+        for i, item in enumerate(cur["preset_vs_defaults"]):
+            tuned, base = (runs.get(label) for label in preset_labels(item["method"]))
+            if (item["method"] in brought or tuned is None or base is None or not {tuned["label"], base["label"]} & replaced
+                    or "f1_by_id" not in tuned or "f1_by_id" not in base):
+                continue
+            c = compare_by_id(tuned["f1_by_id"], base["f1_by_id"])
+            cur["preset_vs_defaults"][i] = _paired(c, item["method"])
+            log.append(f"paired {key[0]}, {key[1]}: {tuned['label']} against {base['label']} on {c.n} "
+                       f"{c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}]")
     for table in old["tables"]:
         base = next((r for r in table["runs"] if r["label"] == "retrieve-then-read"), None)
         if base is None or "f1_by_id" not in base:

@@ -208,3 +208,45 @@ def test_presets_merges_its_figures_into_a_figures_file(monkeypatch, tmp_path):
     assert merged["about"]["command"] == "first"
     assert merged["about"]["merged"] == [{"date": "2026-11-28", "command": "benchmarks/presets.py --report-only",
                                           "machine": "m", "what": "HGOT re-run"}]
+
+
+def test_a_merged_defaults_run_is_paired_again_with_its_stored_presets(monkeypatch, tmp_path):
+    """A defaults run grown from 4 to 8 questions, merged while its presets' runs are gone from
+    disk: each stored preset (``tor`` and ``tor (reader=short)``) is paired with it again from
+    their F1 by id; another method's comparison stays as it was."""
+    from hopqa.evaluation.report import compare_by_id
+
+    presets = _presets_module(monkeypatch)
+    assert presets.preset_labels("tor") == ("tor (small-model)", "tor (defaults)")
+    assert presets.preset_labels("tor (reader=short)") == ("tor (small-model, reader=short)", "tor (defaults)")
+    ids = [f"q{i}" for i in range(8)]
+
+    def run(label, by_id):
+        return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
+                "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
+
+    preset = {q: float(i % 2) for i, q in enumerate(ids)}
+    short = {q: 1.0 for q in ids}
+    grown = {q: float(i >= 6) for i, q in enumerate(ids)}
+    stale = {"method": "tor", "n": 4, "diff": 0.25, "low": 0.0, "high": 0.5, "p_value": 1.0, "wins": 1, "ties": 3,
+             "losses": 0}
+    other = {**stale, "method": "self-dc"}
+    target = tmp_path / "presets.json"
+    target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
+        {"dataset": "musique", "setting": "distractor", "vs_retrieve_then_read": [],
+         "runs": [run("tor (defaults)", dict(list(grown.items())[:4])), run("tor (small-model)", preset),
+                  run("tor (small-model, reader=short)", short), run("self-dc (small-model)", preset),
+                  run("self-dc (defaults)", grown)],
+         "preset_vs_defaults": [stale, {**stale, "method": "tor (reader=short)"}, other]}]}))
+    new = {"about": {"date": "2026-11-30", "command": "benchmarks/presets.py --variants defaults", "machine": "m"},
+           "tables": [{"dataset": "musique", "setting": "distractor", "runs": [run("tor (defaults)", grown)],
+                       "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}
+    log = presets.merge_figures(new, target, "ToR defaults to 8")
+    (table,) = json.loads(target.read_text())["tables"]
+    by = {c["method"]: c for c in table["preset_vs_defaults"]}
+    for name, tuned in (("tor", preset), ("tor (reader=short)", short)):
+        expected = compare_by_id(tuned, grown)
+        assert (by[name]["n"], by[name]["diff"], by[name]["low"], by[name]["high"], by[name]["wins"]) == (
+            8, expected.diff, expected.low, expected.high, expected.wins), name
+    assert by["self-dc"] == other  # neither of its runs was replaced
+    assert sum(line.startswith("paired musique, distractor: tor (small-model") for line in log) == 2
