@@ -366,3 +366,25 @@ def test_a_plan_step_copying_the_instructions_example_is_dropped():
     plan = trace.root.find("plan")[0]
     assert plan.outputs["steps"] == ["Which county is Van Hook Township in?"] and graph.number_of_nodes() == 1
     assert any("copied the instruction's example" in e["message"] for e in plan.events)
+    assert [p[1] for p in parses(plan)] == ["direct"]  # one step of the model's own: a plan
+
+
+def test_a_plan_of_copied_example_steps_alone_is_a_failed_parse():
+    """SmolLM2-135M wrote the JSON instruction's two example steps as every plan (20 of 20
+    MuSiQue questions): both dropped, the plan is empty (STOP), and its parse is ``failed``, not
+    ``direct``."""
+    example = json.dumps({"steps": PLAN_JSON_EXAMPLE["steps"]})
+
+    def replies(request):
+        if request.text().startswith("Sketch a plan") and "Question: " + Q in request.text()[-600:]:
+            return example
+        return reply(request)
+
+    method, _ = hgot(replies=replies, self_reflect=False, formalize=False)
+    trace = Trace(question=Q)
+    with trace.activate():
+        graph = method.plan(Q, [])
+    plan = trace.root.find("plan")[0]
+    assert graph.number_of_nodes() == 0 and plan.outputs["steps"] == []
+    assert [p[1] for p in parses(plan)] == ["failed"]
+    assert any("copied the instruction's example" in e["message"] for e in plan.events)

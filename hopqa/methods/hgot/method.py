@@ -791,8 +791,10 @@ class HGOT(RetrievingMethod):
         """Send the Plan prompt (with or without context) and read the reply as the paper's plan
         text. Structured: the same prompt with the JSON instruction before its ``Plan:`` cue,
         ``plan_schema(max_steps)``, the JSON rendered back to ``Step 1: ... Dependencies: ...``
-        (``plan_from_json``); a reply without a usable ``steps`` list is read as free text.
-        Free text: ``parse_steps`` and the ``Dependencies:`` line. Nothing usable: an empty plan."""
+        (``plan_from_json``); a reply without a usable ``steps`` list is read as free text; a
+        plan whose every step copied the instruction's example is an empty plan, its parse
+        ``failed``. Free text: ``parse_steps`` and the ``Dependencies:`` line. Nothing usable: an
+        empty plan."""
         cfg = self.config
         stop = ["\n\n---", "\nContext:", "\nQuestion:"]
         structured = use_schema(self.llm, cfg.structured, who="HGOT plan")
@@ -802,8 +804,16 @@ class HGOT(RetrievingMethod):
         else:
             gen = self.llm.generate(prompt, max_tokens=200, stop=stop)
         parsed = read(gen.text, structured, lambda obj: plan_from_json(obj, cfg.max_steps),
-                      lambda text: read_plan_text(text, cfg.max_steps), field="plan", schema_ignored=gen.schema_ignored)
-        return parsed.value or plan_from_text(gen.text, cfg.max_steps)
+                      lambda text: read_plan_text(text, cfg.max_steps), field="plan", schema_ignored=gen.schema_ignored,
+                      record=False)
+        draft = parsed.value
+        if draft is not None and draft.copied and not draft.steps:
+            # every step copied the instruction's example (dropped, noted by the caller): no plan of the model's
+            parsed = failed(f"the reply's example copied ({draft.copied} plan step(s)): empty plan")
+        target = current_step()
+        if target is not None:
+            target.record_parse("plan", parsed.status, parsed.how, structured=structured)
+        return draft or plan_from_text(gen.text, cfg.max_steps)
 
     def stop(self, q: str, graph: nx.DiGraph, d: int) -> bool:
         with step("stop", depth=d, steps=graph.number_of_nodes()) as s:
