@@ -1,7 +1,7 @@
 """What one decoding step costs with 1, 2, 4, 8 sequences in the batch, on the embedded model.
 
     .venv/bin/python benchmarks/decode_batch.py [--llm qwen2.5-1.5b] [--sizes 1,2,4,8]
-        [--prompt-tokens 512] [--steps 32] [--repeats 3]
+        [--prompt-tokens 512] [--steps 32] [--repeats 3] [--figures FILE]
 
 Batching concurrent requests (continuous batching: HGOT's level, GenSco's candidates, Tree of
 Reviews' children and LeapQuery's votes decoded together instead of taking turns) pays only
@@ -11,15 +11,18 @@ evaluated once on sequence 0 and shared with every sequence (``llama_memory_seq_
 ``--steps`` decoding steps of ``n`` tokens (one per sequence, at its next position) are timed
 with ``llama_decode``, for each ``n``; the best of ``--repeats``. Prints per size: milliseconds
 per step, per token, and tokens per second against ``n = 1``. Load only one model process at a
-time (it uses every core).
+time (it uses every core). ``--figures FILE`` writes the rows as JSON (``benchmarks/figures.py``),
+which ``benchmarks/doc_tables.py`` renders in docs/llm-backends.md (``docs/results/decode-batch.json``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
+
+# benchmarks/doc_tables.py and figures.py (the script's folder is on sys.path)
+from doc_tables import decode_batch_table
+from figures import about, machine, write_figures
 
 from hopqa.llm.llamacpp import EmbeddedConfig, LlamaCppLLM
 
@@ -64,24 +67,24 @@ def main() -> None:
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--figures", help="also write the rows as JSON to this file")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     # batch_samples > 1 gives the context one KV cache holding several sequences, as hopqa's lockstep does
     llm = LlamaCppLLM(args.llm, config=EmbeddedConfig(n_ctx=4096, batch_samples=max(sizes), prefix_cache_mb=0))
     text = " ".join(f"Paragraph {i}: the town number {i} lies on the river and has a market." for i in range(200))
     prompt = llm._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)[: args.prompt_tokens]
-    print(f"decoding steps on {args.llm}: a {len(prompt)}-token shared prompt, {args.steps} steps, best of "
-          f"{args.repeats}; {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n")
-    print("| sequences | ms / step | ms / token | tokens / s | vs 1 sequence |")
-    print("|---|---|---|---|---|")
-    base = None
+    print(f"# decoding steps on {args.llm}: a {len(prompt)}-token shared prompt, {args.steps} steps, best of "
+          f"{args.repeats}\n# machine: {machine()}\n", flush=True)
+    rows: list[dict[str, float]] = []
     for n in sizes:
         best = min(measure(llm, n, prompt, args.steps) for _ in range(args.repeats))
-        per_step = best / args.steps
-        rate = n / per_step
-        base = base or rate
-        print(f"| {n} | {per_step * 1000:.1f} | {per_step * 1000 / n:.1f} | {rate:.1f} | {rate / base:.2f}x |",
-              flush=True)
+        rows.append({"sequences": n, "ms_step": best / args.steps * 1000})
+        print(f"{n} sequences: {rows[-1]['ms_step']:.1f} ms a step", flush=True)
+    print("\n" + decode_batch_table(rows), end="")
+    if args.figures:
+        write_figures(args.figures, about(model=f"embedded:{args.llm}", prompt_tokens=len(prompt), steps=args.steps,
+                                          repeats=args.repeats), rows=rows)
     llm.close()
 
 

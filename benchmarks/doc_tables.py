@@ -394,6 +394,55 @@ def call_layers_table(rows: list[dict[str, Any]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def decode_batch_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/llm-backends.md: ``benchmarks/decode_batch.py --figures`` (``docs/results/decode-batch.json``,
+    or ``rows`` as that script measured them): a decoding step of n sequences, per step, per token,
+    and its tokens per second against the first row's."""
+    if rows is None:
+        rows = json.loads((DOCS / "results" / "decode-batch.json").read_text(encoding="utf-8"))["rows"]
+    lines = ["| sequences | ms / step | ms / token | tokens / s | against 1 sequence |", "|---|---|---|---|---|"]
+    base = None
+    for row in rows:
+        rate = row["sequences"] / row["ms_step"] * 1000
+        base = base or rate
+        lines.append(f"| {row['sequences']} | {row['ms_step']:.1f} | {row['ms_step'] / row['sequences']:.1f} "
+                     f"| {rate:.1f} | {rate / base:.2f}× |")
+    return "\n".join(lines) + "\n"
+
+
+def batched_samples_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/llm-backends.md: ``benchmarks/batched_samples.py --figures`` (``docs/results/batched-samples.json``,
+    or ``rows`` as that script measured them): per ``n``, seconds a request with the samples decoded
+    together and drawn one by one, and how many samples agree."""
+    if rows is None:
+        rows = json.loads((DOCS / "results" / "batched-samples.json").read_text(encoding="utf-8"))["rows"]
+    lines = ["| n | requests | s / request batched | s / request one by one | speed-up "
+             "| prompt tokens evaluated batched / one by one | samples identical | same first token |",
+             "|" + "---|" * 8]
+    for r in rows:
+        lines.append(f"| {r['n']} | {r['requests']} | {r['batched_s']:.1f} | {r['alone_s']:.1f} "
+                     f"| {r['alone_s'] / r['batched_s']:.2f}× | {r['batched_evaluated']:,} / {r['alone_evaluated']:,} "
+                     f"| {r['identical']} / {r['samples']} | {r['same_first_token']} / {r['samples']} |")
+    return "\n".join(lines) + "\n"
+
+
+def eval_stream_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/reliability.md: ``benchmarks/eval_stream.py --figures`` (``docs/results/eval-stream.json``,
+    a row a run: "before (7026ae7)" from a worktree of that commit, "now"), what a large question
+    file costs ``hopqa eval`` before its first answer and at Ctrl-C."""
+    if rows is None:
+        rows = json.loads((DOCS / "results" / "eval-stream.json").read_text(encoding="utf-8"))["rows"]
+    lines = ["| | first answer | peak memory | after Ctrl-C | warning lines | requests after Ctrl-C |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        after = (f"exit {r['returncode']} after {r['exit_s']:.1f} s" if r["exit_s"] is not None
+                 else f"still running after {r['exit_timeout']:g} s (killed)")
+        first = f"{r['first_s']:.1f} s" if r["first_s"] is not None else "none"
+        lines.append(f"| {r['label']} | {first} | {r['peak_mb']:,.0f} MB | {after} | {r['warning_lines']:,} "
+                     f"| {r['requests_after']:,} |")
+    return "\n".join(lines) + "\n"
+
+
 def calibration_table() -> str:
     """docs/methods/self-dc.md: ``hopqa calibrate``'s points on Qwen2.5-1.5B
     (``docs/results/calibrate-self-dc.json``, its ``calibration.json`` with an ``about``)."""
@@ -594,6 +643,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "retrieval-milvus": lambda: retrieval_recall_table("milvus"),
     "overhead": overhead_table,
     "call-layers": call_layers_table,
+    "decode-batch": decode_batch_table,
+    "batched-samples": batched_samples_table,
+    "eval-stream": eval_stream_table,
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))

@@ -3,7 +3,7 @@ first recorded answer, the memory, the warnings printed for bad lines, and how p
 ends the run — against a fake OpenAI-compatible server (no model, no network).
 
     .venv/bin/python benchmarks/eval_stream.py [--lines 1000000] [--bad-every 2] [--answers 50]
-        [--workers 2] [--delay 0.02]
+        [--workers 2] [--delay 0.02] [--label now] [--figures FILE]
 
 Writes a question file of ``--lines`` questions (every ``--bad-every``-th followed by a malformed
 line; 0: none), runs ``hopqa eval`` on it as a subprocess, samples the process's resident memory
@@ -18,12 +18,17 @@ and prints:
 - ``requests after Ctrl-C``: what the server still answered (the questions in flight).
 
 ``PYTHONPATH`` chooses the hopqa that runs (a ``git worktree`` of an older commit, to compare).
-The server is ``tests/fault_server.py``'s ``FaultServer``, imported by path.
+The server is ``tests/fault_server.py``'s ``FaultServer``, imported by path. ``--figures FILE``
+adds the run's row, named ``--label`` ("now", "before (7026ae7)"), to FILE as JSON, replacing
+the row of that label and keeping the others, each row with its own date, machine and command
+(``benchmarks/figures.py``); ``benchmarks/doc_tables.py`` renders docs/reliability.md's table
+from ``docs/results/eval-stream.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import signal
@@ -35,6 +40,7 @@ import time
 from pathlib import Path
 
 from eval_overhead import load_fault_server  # type: ignore[import-not-found]
+from figures import about, write_figures  # type: ignore[import-not-found]
 
 
 def write_questions(path: Path, lines: int, bad_every: int) -> None:
@@ -44,6 +50,13 @@ def write_questions(path: Path, lines: int, bad_every: int) -> None:
             f.write(row % (i, i, i, i))
             if bad_every and i % bad_every == bad_every - 1:
                 f.write("{broken\n")
+
+
+def add_row(path: Path, row: dict) -> None:
+    """``row`` into the figures file ``path``: the row of its label replaced, or added."""
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"] if path.exists() else []
+    rows = [r for r in rows if r["label"] != row["label"]] + [row]
+    write_figures(path, about(what="one row a run, each with its own about"), rows=rows)
 
 
 def rss_mb(pid: int) -> float | None:
@@ -65,6 +78,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--delay", type=float, default=0.02)
     ap.add_argument("--exit-timeout", type=float, default=120, help="seconds to wait for the exit after Ctrl-C")
+    ap.add_argument("--label", default="now", help="the row's name in --figures")
+    ap.add_argument("--figures", help="add the row to this JSON file (replacing the row of --label)")
     args = ap.parse_args()
     fault_server = load_fault_server()
     server = fault_server.FaultServer(delay=args.delay)
@@ -79,7 +94,9 @@ def main() -> None:
                "--workers", str(args.workers), "--llm", f"openai:fake@{server.url}?retries=1&timeout=30"]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HOPQA_", "OPENAI_"))}
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        # run from the temporary folder: ``-m`` puts the working folder first on sys.path, so a run
+        # started in a checkout would import that checkout's hopqa whatever PYTHONPATH says
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
         reader.start()
@@ -99,10 +116,12 @@ def main() -> None:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=args.exit_timeout)
-            stopped = f"{time.monotonic() - t1:.1f}"
+            exit_s: float | None = time.monotonic() - t1
+            stopped = f"{exit_s:.1f}"
         except subprocess.TimeoutExpired:  # an older hopqa went on answering every queued question
             proc.kill()
             proc.wait()
+            exit_s = None
             stopped = f"> {args.exit_timeout:g} (killed)"
         reader.join(timeout=5)
         time.sleep(0.3)
@@ -117,6 +136,13 @@ def main() -> None:
               f"| {len(warnings)} | {len(server.requests) - sent} |")
         last = [x.rstrip() for x in stderr if x.strip()][-1:] or [""]
         print(f"last stderr line: {last[0][:200]}")
+        if args.figures:
+            row = {"label": args.label, "about": about(pythonpath=os.environ.get("PYTHONPATH", "")),
+                   "lines": args.lines, "size_mb": size_mb, "bad_every": args.bad_every, "answers": args.answers,
+                   "first_s": first, "peak_mb": peak, "rss_at_n_mb": at_n, "exit_s": exit_s,
+                   "exit_timeout": args.exit_timeout, "returncode": proc.returncode, "warning_lines": len(warnings),
+                   "requests_after": len(server.requests) - sent}
+            add_row(Path(args.figures), row)
     server.close()
 
 

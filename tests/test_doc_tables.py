@@ -136,6 +136,31 @@ def test_recorded_table_renders_the_cells_as_stored(tmp_path, monkeypatch):
         "| **now** | 3,384 MB | |\n")
 
 
+def test_the_embedded_models_batching_tables_compute_their_ratios_from_the_rows():
+    """``decode_batch_table`` and ``batched_samples_table`` render what their scripts stored: per
+    token and tokens a second from the milliseconds of a step, each speed-up from both sides."""
+    tables = _doc_tables()
+    assert tables.decode_batch_table([{"sequences": 1, "ms_step": 40.0}, {"sequences": 2, "ms_step": 60.0}]) == (
+        "| sequences | ms / step | ms / token | tokens / s | against 1 sequence |\n"
+        "|---|---|---|---|---|\n"
+        "| 1 | 40.0 | 40.0 | 25.0 | 1.00× |\n"
+        "| 2 | 60.0 | 30.0 | 33.3 | 1.33× |\n")
+    row = {"n": 2, "requests": 6, "batched_s": 12.4, "alone_s": 11.3, "batched_evaluated": 1234,
+           "alone_evaluated": 2468, "samples": 12, "identical": 2, "same_first_token": 12}
+    assert tables.batched_samples_table([row]).splitlines()[2] == "| 2 | 6 | 12.4 | 11.3 | 0.91× | 1,234 / 2,468 | 2 / 12 | 12 / 12 |"
+
+
+def test_the_eval_stream_table_says_whether_ctrl_c_ended_the_run():
+    tables = _doc_tables()
+    killed = {"label": "before (x)", "first_s": 134.9, "peak_mb": 3384.2, "exit_s": None, "exit_timeout": 60.0,
+              "returncode": -9, "warning_lines": 1000000, "requests_after": 4075}
+    now = {**killed, "label": "now", "first_s": 3.04, "peak_mb": 245.0, "exit_s": 0.21, "returncode": 130,
+           "warning_lines": 21, "requests_after": 0}
+    assert tables.eval_stream_table([killed, now]).splitlines()[2:] == [
+        "| before (x) | 134.9 s | 3,384 MB | still running after 60 s (killed) | 1,000,000 | 4,075 |",
+        "| now | 3.0 s | 245 MB | exit 130 after 0.2 s | 21 | 0 |"]
+
+
 def test_every_recorded_table_is_in_the_docs_with_its_date_and_source():
     """No orphan figures in docs/results/recorded.json, no ``recorded-`` marker without its
     figures, and each table says when it was measured and where its figures come from."""
