@@ -341,6 +341,20 @@ def test_an_answer_naming_the_instructions_placeholder_is_no_answer():
         assert not copies_the_example(real), real
 
 
+def _plan_of(plan_reply: str):
+    """The plan step and graph HGOT makes of ``plan_reply`` as the reply to its Plan prompt for ``Q``."""
+    def replies(request):
+        if request.text().startswith("Sketch a plan") and "Question: " + Q in request.text()[-600:]:
+            return plan_reply
+        return reply(request)
+
+    method, _ = hgot(replies=replies, self_reflect=False, formalize=False)
+    trace = Trace(question=Q)
+    with trace.activate():
+        graph = method.plan(Q, [])
+    return trace.root.find("plan")[0], graph
+
+
 def test_a_plan_step_copying_the_instructions_example_is_dropped():
     """Qwen2.5-1.5B wrote the JSON instruction's own "Step 2 as a standalone search question?" as a
     step (4 of 105 plan steps): it is dropped like an empty step, later numbers renumbered, and noted."""
@@ -353,17 +367,8 @@ def test_a_plan_step_copying_the_instructions_example_is_dropped():
     assert draft.dependencies == "Step 2 depends on Step 1."
     assert plan_from_json({"steps": [{"question": "Who is A?"}]}, 5).copied == 0
 
-    def replies(request):
-        if request.text().startswith("Sketch a plan") and "Question: " + Q in request.text()[-600:]:
-            return json.dumps({"steps": [{"question": "Which county is Van Hook Township in?", "depends_on": []},
-                                         {"question": example, "depends_on": [1]}]})
-        return reply(request)
-
-    method, _ = hgot(replies=replies, self_reflect=False, formalize=False)
-    trace = Trace(question=Q)
-    with trace.activate():
-        graph = method.plan(Q, [])
-    plan = trace.root.find("plan")[0]
+    plan, graph = _plan_of(json.dumps({"steps": [
+        {"question": "Which county is Van Hook Township in?", "depends_on": []}, {"question": example, "depends_on": [1]}]}))
     assert plan.outputs["steps"] == ["Which county is Van Hook Township in?"] and graph.number_of_nodes() == 1
     assert any("copied the instruction's example" in e["message"] for e in plan.events)
     assert [p[1] for p in parses(plan)] == ["direct"]  # one step of the model's own: a plan
@@ -373,18 +378,7 @@ def test_a_plan_of_copied_example_steps_alone_is_a_failed_parse():
     """SmolLM2-135M wrote the JSON instruction's two example steps as every plan (20 of 20
     MuSiQue questions): both dropped, the plan is empty (STOP), and its parse is ``failed``, not
     ``direct``."""
-    example = json.dumps({"steps": PLAN_JSON_EXAMPLE["steps"]})
-
-    def replies(request):
-        if request.text().startswith("Sketch a plan") and "Question: " + Q in request.text()[-600:]:
-            return example
-        return reply(request)
-
-    method, _ = hgot(replies=replies, self_reflect=False, formalize=False)
-    trace = Trace(question=Q)
-    with trace.activate():
-        graph = method.plan(Q, [])
-    plan = trace.root.find("plan")[0]
+    plan, graph = _plan_of(json.dumps({"steps": PLAN_JSON_EXAMPLE["steps"]}))
     assert graph.number_of_nodes() == 0 and plan.outputs["steps"] == []
     assert [p[1] for p in parses(plan)] == ["failed"]
     assert any("copied the instruction's example" in e["message"] for e in plan.events)
