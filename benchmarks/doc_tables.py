@@ -380,11 +380,15 @@ def overhead_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _figure_rows(name: str) -> list[dict[str, Any]]:
+    """The ``rows`` of the figures file ``docs/results/NAME.json`` a benchmark wrote with ``--figures``."""
+    return json.loads((DOCS / "results" / f"{name}.json").read_text(encoding="utf-8"))["rows"]
+
+
 def call_layers_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/benchmarks/speed.md: ``benchmarks/call_layers.py --figures`` (``docs/results/call-layers.json``,
     or ``rows`` as that script measured them), the milliseconds of one call at each layer and what each adds."""
-    if rows is None:
-        rows = json.loads((DOCS / "results" / "call-layers.json").read_text(encoding="utf-8"))["rows"]
+    rows = rows if rows is not None else _figure_rows("call-layers")
     lines = ["| layer | ms a call | added by the layer |", "|---|---|---|"]
     previous = None
     for row in rows:
@@ -398,8 +402,7 @@ def decode_batch_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/llm-backends.md: ``benchmarks/decode_batch.py --figures`` (``docs/results/decode-batch.json``,
     or ``rows`` as that script measured them): a decoding step of n sequences, per step, per token,
     and its tokens per second against the first row's."""
-    if rows is None:
-        rows = json.loads((DOCS / "results" / "decode-batch.json").read_text(encoding="utf-8"))["rows"]
+    rows = rows if rows is not None else _figure_rows("decode-batch")
     lines = ["| sequences | ms / step | ms / token | tokens / s | against 1 sequence |", "|---|---|---|---|---|"]
     base = None
     for row in rows:
@@ -414,8 +417,7 @@ def batched_samples_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/llm-backends.md: ``benchmarks/batched_samples.py --figures`` (``docs/results/batched-samples.json``,
     or ``rows`` as that script measured them): per ``n``, seconds a request with the samples decoded
     together and drawn one by one, and how many samples agree."""
-    if rows is None:
-        rows = json.loads((DOCS / "results" / "batched-samples.json").read_text(encoding="utf-8"))["rows"]
+    rows = rows if rows is not None else _figure_rows("batched-samples")
     lines = ["| n | requests | s / request batched | s / request one by one | speed-up "
              "| prompt tokens evaluated batched / one by one | samples identical | same first token |",
              "|" + "---|" * 8]
@@ -430,8 +432,7 @@ def eval_stream_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/reliability.md: ``benchmarks/eval_stream.py --figures`` (``docs/results/eval-stream.json``,
     a row a run: "before (7026ae7)" from a worktree of that commit, "now"), what a large question
     file costs ``hopqa eval`` before its first answer and at Ctrl-C."""
-    if rows is None:
-        rows = json.loads((DOCS / "results" / "eval-stream.json").read_text(encoding="utf-8"))["rows"]
+    rows = rows if rows is not None else _figure_rows("eval-stream")
     lines = ["| | first answer | peak memory | after Ctrl-C | warning lines | requests after Ctrl-C |",
              "|---|---|---|---|---|---|"]
     for r in rows:

@@ -5,18 +5,9 @@ tables from: ``decode_batch.py`` and ``batched_samples.py`` on SmolLM2, a few to
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, check=False)
+from test_benchmark_figures import _run
 
 
 @pytest.mark.slow
