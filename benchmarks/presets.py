@@ -198,6 +198,19 @@ def preset_labels(name: str) -> tuple[str, str]:
     return (f"{method} ({PRESET}, {variant})" if variant else f"{method} ({PRESET})"), f"{method} (defaults)"
 
 
+def comparison_name(label: str) -> str | None:
+    """The preset-against-defaults comparison a run labelled ``label`` takes part in as the
+    preset (``preset_labels``' inverse): ``tor (small-model)`` is ``tor``,
+    ``tor (small-model, reader=short)`` is ``tor (reader=short)``; None for any other run."""
+    method, _, variant = label.partition(" (")
+    variant = variant.removesuffix(")")
+    if variant == PRESET:
+        return method
+    if variant.startswith(f"{PRESET}, "):
+        return f"{method} ({variant.removeprefix(f'{PRESET}, ')})"
+    return None
+
+
 def _paired(c: Comparison, label: str) -> dict:
     """A comparison as the figures keep it (``hopqa report``'s fields)."""
     return {**{k: getattr(c, k) for k in COMPARISON_FIELDS}, "method": label}
@@ -212,7 +225,8 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
     merged from a report without it) is paired with it as ``hopqa report`` pairs runs. A preset
     against its defaults whose preset or defaults run was replaced (a defaults run grown from 20
     to 30 questions while the preset's run is no longer on disk) is paired again from their F1
-    by id, unless ``new`` brings that comparison.
+    by id, unless ``new`` brings that comparison; one never made (the defaults of a preset
+    whose run is no longer on disk, measured later) is made from them.
     ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
     run and why). Written atomically; the lines describing each change are returned."""
     old = json.loads(into.read_text(encoding="utf-8"))
@@ -239,6 +253,13 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
                 log.append(f"{verb} {key[0]}, {key[1]}: {field} {item[name]} (n {item['n']}, {figure})")
         brought = {c["method"] for c in table["preset_vs_defaults"]}
         runs = {r["label"]: r for r in cur["runs"]}
+        compared = {c["method"] for c in cur["preset_vs_defaults"]}
+        for label in sorted(runs):  # a preset and its defaults both stored, one of them new, never compared
+            name = comparison_name(label)
+            pair = preset_labels(name) if name is not None else ()
+            if (name is not None and name not in compared and set(pair) & replaced
+                    and all("f1_by_id" in runs.get(run, {}) for run in pair)):
+                cur["preset_vs_defaults"].append({"method": name})  # paired below
         for i, item in enumerate(cur["preset_vs_defaults"]):
             tuned, base = (runs.get(label) for label in preset_labels(item["method"]))
             if (item["method"] in brought or tuned is None or base is None or not {tuned["label"], base["label"]} & replaced

@@ -252,6 +252,44 @@ def test_a_merged_defaults_run_is_paired_again_with_its_stored_presets(monkeypat
     assert sum(line.startswith("paired musique, distractor: tor (small-model") for line in log) == 2
 
 
+def test_a_merged_defaults_run_is_compared_with_presets_never_compared(monkeypatch, tmp_path):
+    """The first defaults run of a method whose presets are stored (their runs gone from disk):
+    each stored preset of that method gets its comparison from the F1 by id; a preset whose
+    defaults are not stored, and a run of no preset, get none."""
+    from hopqa.evaluation.report import compare_by_id
+
+    presets = _presets_module(monkeypatch)
+    assert presets.comparison_name("tor (small-model)") == "tor"
+    assert presets.comparison_name("tor (small-model, reader=short)") == "tor (reader=short)"
+    assert presets.comparison_name("tor (defaults)") is None and presets.comparison_name("ircot") is None
+    ids = [f"q{i}" for i in range(6)]
+
+    def run(label, by_id):
+        return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
+                "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
+
+    preset = {q: float(i % 2) for i, q in enumerate(ids)}
+    short = {q: 1.0 for q in ids}
+    defaults = {q: float(i >= 4) for i, q in enumerate(ids)}
+    target = tmp_path / "presets.json"
+    target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
+        {"dataset": "musique", "setting": "open", "vs_retrieve_then_read": [],
+         "runs": [run("tor (small-model)", preset), run("tor (small-model, reader=short)", short),
+                  run("gensco-stop (small-model)", preset), run("ircot", preset)],
+         "preset_vs_defaults": []}]}))
+    new = {"about": {"date": "2026-11-30", "command": "benchmarks/presets.py --variants defaults", "machine": "m"},
+           "tables": [{"dataset": "musique", "setting": "open", "runs": [run("tor (defaults)", defaults)],
+                       "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}
+    presets.merge_figures(new, target, "ToR defaults")
+    (table,) = json.loads(target.read_text())["tables"]
+    by = {c["method"]: c for c in table["preset_vs_defaults"]}
+    assert set(by) == {"tor", "tor (reader=short)"}
+    for name, tuned in (("tor", preset), ("tor (reader=short)", short)):
+        expected = compare_by_id(tuned, defaults)
+        assert (by[name]["n"], by[name]["diff"], by[name]["low"], by[name]["high"], by[name]["wins"],
+                by[name]["losses"]) == (6, expected.diff, expected.low, expected.high, expected.wins, expected.losses)
+
+
 def test_eval_stream_adds_its_row_by_label(tmp_path):
     """``eval_stream.py --figures``: a row a run, named by ``--label``, each with its own about; a
     second run of the same label replaces its row, another label's row stays."""
@@ -268,3 +306,4 @@ def test_eval_stream_adds_its_row_by_label(tmp_path):
     assert now["lines"] == 3000 and now["first_s"] > 0 and now["peak_mb"] > 0
     assert now["returncode"] == 130 and now["exit_s"] is not None  # Ctrl-C ends it at once
     assert now["warning_lines"] >= 1  # the 1,000 bad lines: 20 warned one by one, then counted
+
