@@ -428,6 +428,27 @@ def batched_samples_table(rows: list[dict[str, Any]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rerank_table(files: list[list[dict[str, Any]]] | None = None) -> str:
+    """docs/retrieval.md: ``benchmarks/rerank.py --figures``, one file per version of the LLM
+    judge's prompt (``docs/results/rerank-shown-7.json``, the form that showed a score, then
+    ``docs/results/rerank.json``; or ``files``, each a list of rows as that script measured them):
+    per dataset and reranker, Recall@5 of the gold supporting paragraphs, how often the kept set
+    changed and the top 5 all tied, the distinct scores and the scores given most often."""
+    files = files if files is not None else [_figure_rows("rerank-shown-7"), _figure_rows("rerank")]
+    lines = ["| dataset | reranker | LLM reply form | n | Recall@5 | kept set changed | top 5 all tied "
+             "| distinct scores / q | most given | s / q |", "|" + "---|" * 10]
+    for rows in files:
+        for r in rows:
+            form = r.get("form", "")
+            form = f"`{form[form.index('{'):form.rindex('}') + 1]}`" if "{" in form else "–"
+            most = ", ".join(f"{s:g} ×{c}" for s, c in r["most_given"]) if r["reranker"] == "llm" else ""
+            name = "none (BM25's order)" if r["reranker"] == "none" else r["reranker"]
+            lines.append(f"| {r['dataset']} | {name} | {form} | {r['questions']} | {r['recall']:.3f} "
+                         f"| {r['changed']} of {r['questions']} | {r['tied']:.0%} | {r['distinct']:.1f} | {most or '–'} "
+                         f"| {r['seconds']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def eval_stream_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/reliability.md: ``benchmarks/eval_stream.py --figures`` (``docs/results/eval-stream.json``,
     a row a run: "before (7026ae7)" from a worktree of that commit, "now"), what a large question
@@ -647,6 +668,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "decode-batch": decode_batch_table,
     "batched-samples": batched_samples_table,
     "eval-stream": eval_stream_table,
+    "rerank": rerank_table,
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))

@@ -1,7 +1,8 @@
 """Benchmarks write their figures as JSON with where they came from (``benchmarks/figures.py``),
 for ``benchmarks/doc_tables.py`` to render the docs' tables from: checked on ``eval_methods.py``,
-``demo_choice.py``, ``presets.py``, ``tree_of_reviews.py`` and ``structured_outputs.py`` against the fake server
-(two questions, no model), and on ``retrieval.py``'s engines part (a tiny synthetic corpus)."""
+``demo_choice.py``, ``presets.py``, ``tree_of_reviews.py``, ``structured_outputs.py`` and
+``rerank.py`` against the fake server (two questions, no model), and on ``retrieval.py``'s engines
+part (a tiny synthetic corpus)."""
 
 from __future__ import annotations
 
@@ -306,4 +307,24 @@ def test_eval_stream_adds_its_row_by_label(tmp_path):
     assert now["lines"] == 3000 and now["first_s"] > 0 and now["peak_mb"] > 0
     assert now["returncode"] == 130 and now["exit_s"] is not None  # Ctrl-C ends it at once
     assert now["warning_lines"] >= 1  # the 1,000 bad lines: 20 warned one by one, then counted
+
+
+def test_rerank_writes_a_row_per_dataset_and_reranker(fault_server, tmp_path):  # noqa: F811
+    """``rerank.py`` against the fake server (its replies name no score: every passage unparsed,
+    ranked last in BM25's order): BM25's own order and the LLM judge, with the judge's reply form."""
+    from hopqa.retrieval.rerank import JSON_REPLY, UNPARSED_SCORE
+
+    server = fault_server()
+    done = _run("rerank.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--datasets", "musique",
+                "--depth", "3", "--k", "2", "--rerankers", "none,llm", "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["about"]["command"].startswith("benchmarks/rerank.py --llm openai:fake@")
+    assert (figures["about"]["depth"], figures["about"]["k"], figures["about"]["limit"]) == (3, 2, 2)
+    none, judge = figures["rows"]
+    assert (none["reranker"], none["questions"], none["changed"], none["most_given"]) == ("none", 2, 0, [])
+    assert (judge["reranker"], judge["form"], judge["tied"]) == ("llm", JSON_REPLY, 1.0)
+    assert judge["most_given"] == [[UNPARSED_SCORE, 6]] and judge["changed"] == 0  # ties keep BM25's order
+    assert judge["recall"] == none["recall"]
+    assert "| musique | llm | 2 |" in done.stdout
 

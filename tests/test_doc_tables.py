@@ -161,6 +161,20 @@ def test_the_eval_stream_table_says_whether_ctrl_c_ended_the_run():
         "| now | 3.0 s | 245 MB | exit 130 after 0.2 s | 21 | 0 |"]
 
 
+def test_the_rerank_table_shows_each_prompt_version_and_the_ties():
+    """``rerank_table`` renders one row per stored reranker row, file after file, with the LLM
+    judge's reply form cut to its JSON and no form for rerankers without one."""
+    tables = _doc_tables()
+    base = {"dataset": "musique", "questions": 15, "recall": 0.5667, "changed": 0, "tied": 0.0, "distinct": 9.9,
+            "most_given": [], "seconds": 0.0}
+    judge = {**base, "reranker": "llm", "recall": 0.6, "changed": 3, "tied": 0.8, "distinct": 1.53,
+             "most_given": [[7.0, 140], [8.0, 9]], "seconds": 12.34,
+             "form": 'Reply with one JSON object of this form: {"score": 7}'}
+    assert tables.rerank_table([[{**base, "reranker": "none"}], [judge]]).splitlines()[2:] == [
+        "| musique | none (BM25's order) | – | 15 | 0.567 | 0 of 15 | 0% | 9.9 | – | 0.0 |",
+        '| musique | llm | `{"score": 7}` | 15 | 0.600 | 3 of 15 | 80% | 1.5 | 7 ×140, 8 ×9 | 12.3 |']
+
+
 def test_every_recorded_table_is_in_the_docs_with_its_date_and_source():
     """No orphan figures in docs/results/recorded.json, no ``recorded-`` marker without its
     figures, and each table says when it was measured and where its figures come from."""

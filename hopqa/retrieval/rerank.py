@@ -32,7 +32,9 @@ Four rerankers share the interface:
   (``RELEVANCE_PROMPT``: the question, the passage as ``Title | text`` with its text cut to
   ``max_passage_words`` words, and "How useful is this passage for answering the question?
   Rate from 0 (useless) to 10 (answers it).", then "Reply with the number only." or, when the
-  call is schema-constrained, "Reply with one JSON object of this form: {"score": 7}"); all
+  call is schema-constrained, "Reply with one JSON object: {"score": N}, N that number."; the
+  form shows no number, because a small model copies the one it is shown: Qwen2.5-1.5B gave 7
+  to nearly every passage when the example read ``{"score": 7}``); all
   passages of a query go in one batched ``llm.map`` call at temperature 0. A reply is read
   forgivingly: a JSON object's ``score`` (an integer, a float or a numeric string), else the
   first number in the text ("Score: 8/10" is 8, "8." is 8), clamped to [0, 10]. A reply with
@@ -88,7 +90,8 @@ RELEVANCE_PROMPT = (
     "{reply_format}"
 )
 FREE_TEXT_REPLY = "Reply with the number only."
-JSON_REPLY = 'Reply with one JSON object of this form: {"score": 7}'
+#: No number in the form: with ``{"score": 7}`` here Qwen2.5-1.5B scored nearly every passage 7.
+JSON_REPLY = 'Reply with one JSON object: {"score": N}, N that number.'
 #: The JSON schema of a structured reply: an integer score from 0 to 10.
 SCORE_SCHEMA: dict[str, Any] = {
     "type": "object",
