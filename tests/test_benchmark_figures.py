@@ -164,6 +164,12 @@ def _presets_module(monkeypatch):
     return module
 
 
+def _stored_run(label: str, by_id: dict[str, float]) -> dict:
+    """A run as presets.json stores it, with its F1 by id."""
+    return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
+            "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
+
+
 def test_presets_merges_its_figures_into_a_figures_file(monkeypatch, tmp_path):
     """--merge-into: a run replaces the run of its label or is added with its comparisons, a
     table is added, a run with F1 by id but no comparison (a replaced run's old one goes) is
@@ -176,21 +182,17 @@ def test_presets_merges_its_figures_into_a_figures_file(monkeypatch, tmp_path):
     old_run = {q: 0.0 for q in ids}
     kept = {q: float(i % 3 == 0) for i, q in enumerate(ids)}
 
-    def run(label, by_id):
-        return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
-                "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
-
     target = tmp_path / "presets.json"
     target.write_text(json.dumps({"about": {"date": "2026-11-27", "command": "first"}, "tables": [
         {"dataset": "musique", "setting": "open", "preset_vs_defaults": [],
-         "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", old_run), run("self-dc (defaults)", kept)],
+         "runs": [_stored_run("retrieve-then-read", rtr), _stored_run("hgot (small-model)", old_run), _stored_run("self-dc (defaults)", kept)],
          "vs_retrieve_then_read": [{"method": "hgot (small-model)", "n": 8, "diff": -0.5, "low": -0.9, "high": -0.1},
                                    {"method": "self-dc (defaults)", "n": 8, "diff": -0.5, "low": -0.9, "high": -0.1}]}]}))
     better = {q: 1.0 for q in ids}
     new = {"about": {"date": "2026-11-28", "command": "benchmarks/presets.py --report-only", "machine": "m"},
            "tables": [{"dataset": "musique", "setting": "open", "preset_vs_defaults": [],
-                       "runs": [run("retrieve-then-read", rtr), run("hgot (small-model)", better),
-                                run("self-dc (defaults)", kept)],  # re-reported: its stale comparison goes
+                       "runs": [_stored_run("retrieve-then-read", rtr), _stored_run("hgot (small-model)", better),
+                                _stored_run("self-dc (defaults)", kept)],  # re-reported: its stale comparison goes
                        "vs_retrieve_then_read": [presets._paired(compare_by_id(better, rtr), "hgot (small-model)")]},
                       {"dataset": "hotpotqa", "setting": "distractor", "runs": [], "vs_retrieve_then_read": [],
                        "preset_vs_defaults": []}]}
@@ -222,10 +224,6 @@ def test_a_merged_defaults_run_is_paired_again_with_its_stored_presets(monkeypat
     assert presets.preset_labels("tor (reader=short)") == ("tor (small-model, reader=short)", "tor (defaults)")
     ids = [f"q{i}" for i in range(8)]
 
-    def run(label, by_id):
-        return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
-                "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
-
     preset = {q: float(i % 2) for i, q in enumerate(ids)}
     short = {q: 1.0 for q in ids}
     grown = {q: float(i >= 6) for i, q in enumerate(ids)}
@@ -235,12 +233,12 @@ def test_a_merged_defaults_run_is_paired_again_with_its_stored_presets(monkeypat
     target = tmp_path / "presets.json"
     target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
         {"dataset": "musique", "setting": "distractor", "vs_retrieve_then_read": [],
-         "runs": [run("tor (defaults)", dict(list(grown.items())[:4])), run("tor (small-model)", preset),
-                  run("tor (small-model, reader=short)", short), run("self-dc (small-model)", preset),
-                  run("self-dc (defaults)", grown)],
+         "runs": [_stored_run("tor (defaults)", dict(list(grown.items())[:4])), _stored_run("tor (small-model)", preset),
+                  _stored_run("tor (small-model, reader=short)", short), _stored_run("self-dc (small-model)", preset),
+                  _stored_run("self-dc (defaults)", grown)],
          "preset_vs_defaults": [stale, {**stale, "method": "tor (reader=short)"}, other]}]}))
     new = {"about": {"date": "2026-11-30", "command": "benchmarks/presets.py --variants defaults", "machine": "m"},
-           "tables": [{"dataset": "musique", "setting": "distractor", "runs": [run("tor (defaults)", grown)],
+           "tables": [{"dataset": "musique", "setting": "distractor", "runs": [_stored_run("tor (defaults)", grown)],
                        "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}
     log = presets.merge_figures(new, target, "ToR defaults to 8")
     (table,) = json.loads(target.read_text())["tables"]
@@ -265,21 +263,17 @@ def test_a_merged_defaults_run_is_compared_with_presets_never_compared(monkeypat
     assert presets.comparison_name("tor (defaults)") is None and presets.comparison_name("ircot") is None
     ids = [f"q{i}" for i in range(6)]
 
-    def run(label, by_id):
-        return {"label": label, "method": label.split()[0], "n": len(by_id), "asked": len(by_id), "partial": False,
-                "f1": sum(by_id.values()) / len(by_id), "median_seconds": 1.0, "f1_by_id": by_id}
-
     preset = {q: float(i % 2) for i, q in enumerate(ids)}
     short = {q: 1.0 for q in ids}
     defaults = {q: float(i >= 4) for i, q in enumerate(ids)}
     target = tmp_path / "presets.json"
     target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
         {"dataset": "musique", "setting": "open", "vs_retrieve_then_read": [],
-         "runs": [run("tor (small-model)", preset), run("tor (small-model, reader=short)", short),
-                  run("gensco-stop (small-model)", preset), run("ircot", preset)],
+         "runs": [_stored_run("tor (small-model)", preset), _stored_run("tor (small-model, reader=short)", short),
+                  _stored_run("gensco-stop (small-model)", preset), _stored_run("ircot", preset)],
          "preset_vs_defaults": []}]}))
     new = {"about": {"date": "2026-11-30", "command": "benchmarks/presets.py --variants defaults", "machine": "m"},
-           "tables": [{"dataset": "musique", "setting": "open", "runs": [run("tor (defaults)", defaults)],
+           "tables": [{"dataset": "musique", "setting": "open", "runs": [_stored_run("tor (defaults)", defaults)],
                        "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}
     presets.merge_figures(new, target, "ToR defaults")
     (table,) = json.loads(target.read_text())["tables"]
