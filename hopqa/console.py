@@ -159,7 +159,16 @@ def progress_bar(total: float | None = None, desc: str = "", *, enabled: bool = 
 def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                  file: Any = None, line: str | None = None) -> None:
     """A ``warnings.showwarning``: one ``hopqa: warning: ...`` line on stderr, written above any
-    progress bar (``tqdm.write``) instead of into it."""
+    progress bar (``tqdm.write``) instead of into it. With no bar on screen the line is written
+    directly: ``tqdm.write`` would create tqdm's lock on its first call (importing
+    multiprocessing), and a Ctrl-C landing in that import left tqdm without its lock, so that
+    ``tqdm.write`` raised ``AttributeError`` in place of the ``KeyboardInterrupt``; ``hopqa eval``
+    then exited 1 and went on answering the questions already queued instead of stopping (seen on
+    a question file whose bad lines are warned about as they are read)."""
     from tqdm import tqdm
 
-    tqdm.write(f"hopqa: warning: {one_line(message)}", file=sys.stderr)
+    line = f"hopqa: warning: {one_line(message)}"
+    if getattr(tqdm, "_instances", None):
+        tqdm.write(line, file=sys.stderr)
+    else:
+        print(line, file=sys.stderr, flush=True)

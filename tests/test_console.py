@@ -224,3 +224,24 @@ def test_progress_bar_on_draws_on_stderr_and_warnings_go_above_it(capsys):
     out, err = capsys.readouterr()
     assert out == "" and "work" in err and "3/3" in err
     assert err.count("hopqa: warning: bad line [31m\n") == 3
+
+
+def test_a_warning_with_no_bar_on_screen_does_not_go_through_tqdm(capsys, monkeypatch):
+    """With no progress bar, ``show_warning`` writes the line itself: ``tqdm.write`` would create
+    tqdm's lock, and a Ctrl-C during that turned the ``KeyboardInterrupt`` into an
+    ``AttributeError`` (``hopqa eval`` exited 1 and kept answering)."""
+    from tqdm import tqdm
+
+    from hopqa.console import progress_bar, show_warning
+
+    def broken(*args, **kwargs):
+        raise AttributeError("type object 'tqdm' has no attribute '_lock'")
+
+    monkeypatch.setattr(tqdm, "write", broken)
+    assert not getattr(tqdm, "_instances", None)
+    show_warning(UserWarning("bad line 7"), UserWarning, "f.py", 1)
+    assert capsys.readouterr().err == "hopqa: warning: bad line 7\n"
+    with pytest.raises(AttributeError):  # a bar on screen: the line goes above it, through tqdm.write
+        for _ in progress_bar(desc="work", iterable=range(1), unit="q"):
+            show_warning(UserWarning("bad"), UserWarning, "f.py", 1)
+
