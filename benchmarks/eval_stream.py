@@ -96,7 +96,10 @@ def main() -> None:
         t0 = time.monotonic()
         # run from the temporary folder: ``-m`` puts the working folder first on sys.path, so a run
         # started in a checkout would import that checkout's hopqa whatever PYTHONPATH says
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
+        # SIGINT back to its default in the child: a parent started in the background by a shell
+        # ignores it, the child would inherit that, and its Python would never see the Ctrl-C
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         stderr: list[str] = []
         reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
         reader.start()
