@@ -35,12 +35,10 @@ import time
 from collections import Counter
 from typing import Any
 
-# benchmarks/figures.py (the script's folder is on sys.path)
+# benchmarks/figures.py and retrieval.py (the script's folder is on sys.path): a passage's key is
+# its title and text, whitespace collapsed, as retrieval.py's recall counts it
 from figures import about, write_figures
-
-
-def _key(p: Any) -> tuple[str, str]:
-    return (" ".join(p.title.split()), " ".join(p.text.split()))
+from retrieval import _key
 
 
 def measure(name: str, reranker: Any, examples: list[Any], depth: int, k: int) -> dict[str, Any]:
