@@ -101,6 +101,38 @@ def test_ctrl_c_while_a_finished_answer_is_written_keeps_it(tmp_path, monkeypatc
     assert len(recorded) == len(set(recorded)) == info.value.recorded >= 5
 
 
+def test_a_ctrl_c_another_exception_replaced_still_ends_the_run_as_a_ctrl_c(tmp_path):
+    """A clean-up that fails because Ctrl-C cut its own set-up short (tqdm's first ``write`` did:
+    an AttributeError in place of the KeyboardInterrupt) still ends the run as a Ctrl-C: the
+    finished answers kept, ``RunInterrupted``; the same exception without a Ctrl-C is an error, as
+    before; and Python's own SIGINT handler is back afterwards."""
+    import signal
+
+    seen = []
+
+    def masked(record):
+        seen.append(record["id"])
+        if len(seen) == 3:
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                raise AttributeError("'tqdm' has no attribute '_lock'") from None
+
+    with pytest.raises(RunInterrupted) as info:
+        evaluate(build_method("direct", echo()), [example(i) for i in range(100)], tmp_path / "run", workers=2,
+                 progress=False, on_record=masked)
+    assert isinstance(info.value.__cause__, AttributeError)
+    assert [r["id"] for r in lines(tmp_path / "run" / "results.jsonl")] == seen and info.value.recorded == len(seen)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    def broken(record):
+        raise AttributeError("a bug, no Ctrl-C")
+
+    with pytest.raises(AttributeError, match="a bug"):
+        evaluate(build_method("direct", echo()), [example(i) for i in range(5)], tmp_path / "run2", progress=False,
+                 on_record=broken)
+
+
 def test_cancelled_answers_are_not_recorded(tmp_path):
     """A question stopped mid-way (its next LLM call raised Cancelled) is no answer: not recorded."""
     from hopqa.runtime import Cancelled, cancellable

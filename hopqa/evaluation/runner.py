@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import errno
 import json
+import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
@@ -445,8 +446,18 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         interrupt found already written but not yet synced is written twice; the newest wins)."""
         return [(fut, ex) for fut, ex in pending.items() if fut.done()]
 
+    def interrupted(exc: BaseException) -> RunInterrupted:
+        stop.set()
+        for fut, ex in finished():  # answers that finished meanwhile are kept too
+            try:
+                write(fut, ex)
+            except Exception:  # noqa: S112 - a record that cannot be written now is answered next time
+                continue
+        return RunInterrupted(results_path.parent, counts["done"], len(pending))
+
+    sigint = threading.Event()
     try:
-        with cancellable(stop):
+        with cancellable(stop), _sigint_seen(sigint):
             take()
             while pending:
                 wait(pending, return_when=FIRST_COMPLETED)
@@ -454,19 +465,15 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
                     write(fut, ex)
                 take()
     except KeyboardInterrupt as exc:
-        stop.set()
-        for fut, ex in finished():  # answers that finished meanwhile are kept too
-            try:
-                write(fut, ex)
-            except Exception:  # noqa: S112 - a record that cannot be written now is answered next time
-                continue
-        raise RunInterrupted(results_path.parent, counts["done"], len(pending)) from exc
+        raise interrupted(exc) from exc
     except jsonl.AppendError as exc:
         stop.set()
         raise RunWriteError(_cannot_write(results_path, exc, f"the run stopped; the {counts['done']} questions "
                                           "recorded before stay intact: free space and run the same command again "
                                           "to resume")) from exc
-    except BaseException:
+    except BaseException as exc:
+        if sigint.is_set():  # a Ctrl-C that another exception replaced on its way up: still a Ctrl-C
+            raise interrupted(exc) from exc
         stop.set()
         raise
     finally:
@@ -475,6 +482,33 @@ def _run(method: Method, examples: Iterable[Example], results_path: Path, settin
         writer.close()
         bar.close()
     return wanted
+
+
+@contextmanager
+def _sigint_seen(seen: threading.Event) -> Iterator[None]:
+    """Set ``seen`` when SIGINT (Ctrl-C) arrives during the block, the signal otherwise handled
+    as before (Python's handler raises ``KeyboardInterrupt``). On the main thread only, and only
+    where Python's own handler or another callable one is installed: elsewhere (a service's
+    worker thread, SIGINT ignored or left to the system) it is never set.
+
+    The evaluation loop takes its interrupt path (answers kept, ``RunInterrupted``, exit 130)
+    whenever it is set, even when the ``KeyboardInterrupt`` was replaced on its way up by
+    another exception: a library's ``finally`` that fails because the interrupt cut its own
+    set-up short (tqdm's first ``write`` creating its lock did: an ``AttributeError``)."""
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> Any:
+        seen.set()
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
