@@ -449,6 +449,30 @@ def rerank_table(files: list[list[dict[str, Any]]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
+LEAPQUERY_METRICS = ("support_recall", "rouge_l", "bertscore", "em", "f1")
+
+
+def leapquery_rerankers_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/methods/leapquery.md: ``benchmarks/leapquery.py --figures``
+    (``docs/results/leapquery-rerankers.json``, or ``rows`` as that script measured them): per
+    method and LeapQuery variant its reranker, the paper's metrics, the cost, and its F1 against
+    Retrieve-then-Read's on the same questions."""
+    rows = rows if rows is not None else _figure_rows("leapquery-rerankers")
+    lines = ["| method | rerank | n | Recall@5 | ROUGE-L | BERTScore | EM | F1 | parsed | LLM calls/q | retrievals/q "
+             "| s/q | F1 − Retrieve-then-Read [95 %], W / T / L |", "|" + "---|" * 13]
+    for r in rows:
+        cells = [f"{r[k]:.3f}" if r[k] is not None else "–" for k in LEAPQUERY_METRICS]
+        parsed = f"{r['parse_rate']:.1%}" if r["parse_rate"] is not None else "–"
+        c = r["vs_retrieve_then_read"]
+        paired = (f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}], {c['wins']} / {c['ties']} / {c['losses']}"
+                  if c is not None else "–")
+        lines.append(f"| {r['method']} | {r['rerank']} | {r['n']} | " + " | ".join(cells) + f" | {parsed} "
+                     f"| {r['llm_calls_per_q']:.1f} | {r['retrieval_calls_per_q']:.1f} | {r['seconds_per_q']:.0f} "
+                     f"| {paired} |")
+    return "\n".join(lines) + "\n"
+
+
 def eval_stream_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/reliability.md: ``benchmarks/eval_stream.py --figures`` (``docs/results/eval-stream.json``,
     a row a run: "before (7026ae7)" from a worktree of that commit, "now"), what a large question

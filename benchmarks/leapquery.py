@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/leapquery.py [--limit 10] [--methods retrieve-then-read,self-ask,iter-retgen,leapquery]
         [--retriever dense] [--llm embedded:qwen2.5-1.5b] [--bertscore minilm] [--out runs/bench-leapquery-rerank]
-        [--report-only]
+        [--report-only] [--figures FILE]
 
 Every method is one ``hopqa eval`` run on the first MuSiQue dev questions in the *open* setting
 (one index over the pooled demo corpus: every shipped paragraph, so the retriever must find the
@@ -23,8 +23,14 @@ Retrieve-then-Read).
 
 Prints one row per method: the reranker it ran (its run's ``config.json``), Recall@5, ROUGE-L,
 BERTScore, EM, F1, LLM calls, retrieval calls and seconds per question (the paper's Tables 1
-and 2, and the cost). Runs made before the default changed (``bi-encoder``) are refused by
-``hopqa eval`` as made with other options: the default ``--out`` is a new folder for that reason.
+and 2, and the cost), and its F1 against Retrieve-then-Read's on the questions both answered
+(the paired difference, its bootstrap 95 % interval and wins / ties / losses, as ``hopqa
+report`` pairs runs: ``compare_by_id``; p too in the figures). ``--figures FILE`` writes the same rows as JSON, with the date,
+machine, model and command and each run's F1 by question id, from which
+``benchmarks/doc_tables.py`` renders the table of docs/methods/leapquery.md
+(``docs/results/leapquery-rerankers.json``). Runs made before the default changed
+(``bi-encoder``) are refused by ``hopqa eval`` as made with other options: the default ``--out``
+is a new folder for that reason.
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+# benchmarks/figures.py (the script's folder is on sys.path)
+from doc_tables import LEAPQUERY_METRICS, leapquery_rerankers_table
+from figures import about, write_figures
+
+from hopqa.evaluation.report import compare_by_id
 from hopqa.evaluation.runner import read_results, summarize
 
 
@@ -73,24 +85,48 @@ def run(args: argparse.Namespace, label: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {method} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
-def report(args: argparse.Namespace, methods: list[str]) -> None:
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"LLM {args.llm}; MuSiQue dev, open setting (pooled demo corpus, {args.retriever} retrieval); "
-          f"BERTScore model {args.bertscore or 'none'}; LLM response cache off")
-    print("\n| method | rerank | n | Recall@5 | ROUGE-L | BERTScore | EM | F1 | parsed | LLM calls/q | retrievals/q "
-          "| s/q |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+#: The fields of a comparison with Retrieve-then-Read a row keeps.
+COMPARISON_FIELDS = ("n", "diff", "low", "high", "p_value", "wins", "ties", "losses")
+
+
+def rows(args: argparse.Namespace, methods: list[str]) -> list[dict[str, Any]]:
+    """A row for each method that has run: its reranker, n, the metrics (None where the run has
+    none), parse rate, calls and seconds a question, F1 by question id, and its paired F1
+    comparison with Retrieve-then-Read's run on the shared questions (None for Retrieve-then-Read
+    itself or without its run)."""
+    out: list[dict[str, Any]] = []
     for method in methods:
         path = results_path(args, method)
         if not path.is_file():
-            print(f"| {method} | (not run) |")
             continue
-        s = summarize(list(read_results(path).values()), path.parent)
-        m, c = s.metrics, s.cost
-        cells = [f"{m[k]:.3f}" if k in m else "–" for k in ("support_recall", "rouge_l", "bertscore", "em", "f1")]
-        parsed = f"{100 * m['parse_rate']:.1f}%" if "parse_rate" in m else "–"
-        print(f"| {method} | {reranker(path)} | {s.n} | " + " | ".join(cells) + f" | {parsed} "
-              f"| {c['llm_calls_per_q']:.1f} | {c['retrieval_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} |")
+        records = read_results(path)
+        s = summarize(list(records.values()), path.parent)
+        out.append({
+            "method": method, "rerank": reranker(path), "n": s.n,
+            **{k: s.metrics.get(k) for k in LEAPQUERY_METRICS},
+            "parse_rate": s.metrics.get("parse_rate"),
+            "llm_calls_per_q": s.cost["llm_calls_per_q"], "retrieval_calls_per_q": s.cost["retrieval_calls_per_q"],
+            "seconds_per_q": s.cost["seconds_per_q"],
+            "f1_by_id": {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records.items()},
+        })
+    base = next((r for r in out if r["method"] == "retrieve-then-read"), None)
+    for row in out:
+        c = compare_by_id(row["f1_by_id"], base["f1_by_id"]) if base is not None and row is not base else None
+        row["vs_retrieve_then_read"] = {k: getattr(c, k) for k in COMPARISON_FIELDS} if c is not None else None
+    return out
+
+
+def report(args: argparse.Namespace, methods: list[str]) -> list[dict[str, Any]]:
+    """Print the table of the methods that have run (and name those that have not); its rows."""
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"LLM {args.llm}; MuSiQue dev, open setting (pooled demo corpus, {args.retriever} retrieval); "
+          f"BERTScore model {args.bertscore or 'none'}; LLM response cache off\n")
+    table = rows(args, methods)
+    print(leapquery_rerankers_table(table), end="")
+    missing = [m for m in methods if m not in {r["method"] for r in table}]
+    if missing:
+        print(f"\nnot run: {', '.join(missing)}")
+    return table
 
 
 def reranker(results: Path) -> str:
@@ -111,12 +147,17 @@ def main() -> None:
     ap.add_argument("--bertscore", default="minilm", help="BERTScore model ('' for none)")
     ap.add_argument("--out", default="runs/bench-leapquery-rerank")
     ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
+    ap.add_argument("--figures", help="also write the rows as JSON to this file (with the date, machine, command)")
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     if not args.report_only:
         for method in methods:
             run(args, method)
-    report(args, methods)
+    table = report(args, methods)
+    if args.figures:
+        write_figures(args.figures, about(llm=args.llm, limit=args.limit, dataset="musique", split="dev",
+                                          setting="open", retriever=args.retriever, support_k=5,
+                                          bertscore=args.bertscore or None, response_cache="off"), rows=table)
     print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
 
 

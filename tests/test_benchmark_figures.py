@@ -322,3 +322,33 @@ def test_rerank_writes_a_row_per_dataset_and_reranker(fault_server, tmp_path):  
     assert judge["recall"] == none["recall"]
     assert "| musique | llm | 2 |" in done.stdout
 
+
+
+def test_leapquery_writes_its_rows_paired_with_retrieve_then_read(fault_server, monkeypatch, tmp_path):  # noqa: F811
+    """``leapquery.py --figures`` against the fake server: a row a method that ran, with its
+    reranker from the run's config, F1 by question id, and its paired F1 against
+    Retrieve-then-Read's (none for Retrieve-then-Read itself); the printed table is the docs' renderer's."""
+    from hopqa.evaluation.report import compare_by_id
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import doc_tables
+
+    server = fault_server()
+    done = _run("leapquery.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--retriever", "bm25",
+                "--bertscore", "", "--methods", "retrieve-then-read,leapquery-bi-encoder,leapquery-hybrid",
+                "--out", str(tmp_path / "bench"), "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    about = figures["about"]
+    assert about["command"].startswith("benchmarks/leapquery.py --llm openai:fake@")
+    assert (about["dataset"], about["setting"], about["retriever"], about["limit"], about["bertscore"]) == \
+        ("musique", "open", "bm25", 2, None)
+    rows = figures["rows"]
+    assert [(r["method"], r["rerank"], r["n"]) for r in rows] == [
+        ("retrieve-then-read", "–", 2), ("leapquery-bi-encoder", "bi-encoder", 2), ("leapquery-hybrid", "hybrid", 2)]
+    rtr, bi, _ = rows
+    assert rtr["vs_retrieve_then_read"] is None and rtr["bertscore"] is None
+    assert len(rtr["f1_by_id"]) == 2 and rtr["f1_by_id"].keys() == bi["f1_by_id"].keys()
+    expected = compare_by_id(bi["f1_by_id"], rtr["f1_by_id"])
+    assert bi["vs_retrieve_then_read"]["n"] == 2 and bi["vs_retrieve_then_read"]["diff"] == expected.diff
+    assert doc_tables.leapquery_rerankers_table(rows) in done.stdout
