@@ -612,6 +612,10 @@ def test_leapquery_end_to_end_open_setting_on_a_musique_question(smollm2, demo_i
     assert len(ans.passages) == 5 and {p.id for p in ans.passages} <= {p.id for p in demo_index.passages}
     reranks = ans.trace.root.find("rerank")
     assert reranks and all(len(r.outputs["kept"]) <= 5 for r in reranks)
+    # the default judge (no cross-encoder here) read a score from every reply of the real model
+    assert reranks[0].inputs["reranker"].startswith("llm:")
+    assert not [e for r in reranks for e in r.events if e.get("unparsed")]
+    assert all(0 <= s <= 10 for r in reranks for s in r.outputs["scores"])
     assert ans.trace.root.find("gaps") and sum(ans.trace.parse_counts().values()) >= 1
     for verify in ans.trace.root.find("verify"):
         assert all(len(t["votes"]) == 3 for t in verify.outputs["tally"])
