@@ -449,6 +449,40 @@ def rerank_table(files: list[list[dict[str, Any]]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def prefix_cache_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/llm-backends.md: ``benchmarks/prefix_cache.py --figures`` (``docs/results/prefix-cache.json``,
+    or ``rows`` as that script measured them): per method, with the embedded model's prefix cache
+    off and on, the LLM calls, prompt tokens sent and evaluated, completion tokens and seconds a
+    question, the speed-up and what stayed identical."""
+    rows = rows if rows is not None else _figure_rows("prefix-cache")
+    lines = ["| method | prefix cache | n | LLM calls / q | prompt tokens sent / q | evaluated / q | completion / q "
+             "| s / q | answers identical | LLM outputs identical | peak RSS |", "|" + "---|" * 11]
+    for r in rows:
+        name = r["method"] + (f" ({' '.join(r['options'])})" if r["options"] else "")
+        share = r["evaluated_per_q"] / r["sent_per_q"] if r["sent_per_q"] else 0.0
+        seconds = f"{r['seconds_per_q']:.1f}" + (f" ({r['speedup']:.2f}×)" if r["speedup"] else "")
+        same = [f"{r[k]} / {r['shared']}" if r["shared"] is not None else "" for k in ("answers_identical",
+                                                                                        "outputs_identical")]
+        rss = f"{r['peak_rss_mb']:,.0f} MB" if r["peak_rss_mb"] else ""
+        lines.append(f"| {name} | {r['setting']} | {r['n']} | {r['calls_per_q']:.1f} | {r['sent_per_q']:,.0f} "
+                     f"| {r['evaluated_per_q']:,.0f} ({share:.0%}) | {r['completion_per_q']:,.0f} | {seconds} "
+                     f"| {same[0]} | {same[1]} | {rss} |")
+    return "\n".join(lines) + "\n"
+
+
+def prefix_share_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/llm-backends.md: ``benchmarks/prefix_share.py --figures`` (``docs/results/prefix-share.json``,
+    or ``rows`` as that script measured them): per run, the share of its prompt characters that
+    repeats the start of the previous prompt and of any earlier prompt of the same question."""
+    rows = rows if rows is not None else _figure_rows("prefix-share")
+    lines = ["| run | LLM | n | LLM calls / q | prompt characters / q | repeats the previous prompt "
+             "| repeats an earlier prompt |", "|" + "---|" * 7]
+    for r in rows:
+        lines.append(f"| {r['run']} | {r['llm'] or '–'} | {r['n']} | {r['calls_per_q']:.1f} | {r['chars_per_q']:,.0f} "
+                     f"| {r['previous']:.0%} | {r['earlier']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
 LEAPQUERY_METRICS = ("support_recall", "rouge_l", "bertscore", "em", "f1")
 

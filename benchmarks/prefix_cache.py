@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/prefix_cache.py [--limit 5] [--methods hgot,tor,self-ask,leapquery,gensco-stop]
         [--llm embedded:qwen2.5-1.5b] [--out runs/bench-prefix-cache] [--settings off,on] [--report-only]
+        [--figures FILE]
 
 Every method runs ``hopqa eval`` on the first ``--limit`` MuSiQue dev questions in the distractor
 setting twice: before (``?prefix_cache_mb=0&batch_samples=0``: the KV cache holds only the last
@@ -16,7 +17,10 @@ evaluated (from each call's ``prompt_tokens_evaluated`` in the traces) and their
 completion tokens, seconds per question, the speed-up, on how many questions the predictions and
 on how many every LLM output of the traces are identical between the two settings (samples drawn
 together may differ from the same seeds drawn alone: docs/llm-backends.md, "Batched samples"), and the
-peak memory (RSS) of the run with the cache on, from ``/usr/bin/time`` when it is there.
+peak memory (RSS) of each run, from ``/usr/bin/time`` when it is there. ``--figures FILE``
+writes the same rows as JSON with the date, machine, model and command, from which
+``benchmarks/doc_tables.py`` renders docs/llm-backends.md's table
+(``docs/results/prefix-cache.json``); ``benchmarks/prefix_share.py`` reads the "off" runs' traces.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+# benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
+from doc_tables import prefix_cache_table
+from figures import about, write_figures
 
 from hopqa.evaluation.runner import read_results
 
@@ -96,31 +104,43 @@ def figures(path: Path) -> dict[str, Any] | None:
             "seconds": seconds, "outputs": outputs}
 
 
-def report(args: argparse.Namespace, rss: dict[str, float | None]) -> None:
-    print(f"\nprefix cache on the embedded model: {args.llm}, MuSiQue dev (distractor), first {args.limit} "
-          f"questions; {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n")
-    print("| method | cache | n | calls | prompt tokens sent | evaluated | share | completion | s / q | speed-up "
-          "| answers identical | LLM outputs identical | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def rows(args: argparse.Namespace, rss: dict[str, float | None]) -> list[dict[str, Any]]:
+    """A row for each method and setting that has run: per question its LLM calls, prompt tokens
+    sent and evaluated, completion tokens and seconds; with the cache on, the speed-up over the
+    run without it and on how many of the questions both answered the predictions and every LLM
+    output are identical; the peak RSS in MB (None unmeasured)."""
+    out: list[dict[str, Any]] = []
     for method in args.methods.split(","):
         off = figures(_run_dir(args, method, "off"))
-        on = figures(_run_dir(args, method, "on"))
-        for setting, f in (("off", off), ("on", on)):
+        for setting in ("off", "on"):
+            f = off if setting == "off" else figures(_run_dir(args, method, "on"))
             if f is None or not f["n"]:
-                print(f"| {method} | {setting} | 0 | | | | | | | | | | |")
                 continue
-            share = f["evaluated"] / f["sent"] if f["sent"] else 0.0
-            speed = same = answers = ""
+            n = f["n"]
+            row: dict[str, Any] = {
+                "method": method, "options": OPTIONS.get(method, []), "setting": setting, "llm": args.llm + SETTINGS[setting],
+                "n": n, "calls_per_q": f["calls"] / n, "sent_per_q": f["sent"] / n, "evaluated_per_q": f["evaluated"] / n,
+                "completion_per_q": f["completion"] / n, "seconds_per_q": f["seconds"] / n,
+                "speedup": None, "shared": None, "answers_identical": None, "outputs_identical": None,
+                "peak_rss_mb": rss.get(f"{method}/{setting}"),
+            }
             if setting == "on" and off and off["n"]:
                 shared = sorted(set(off["outputs"]) & set(f["outputs"]))
-                s_off = off["seconds"] / off["n"]
-                speed = f"{s_off / (f['seconds'] / f['n']):.2f}x" if f["seconds"] else ""
-                same = f"{sum(off['outputs'][q] == f['outputs'][q] for q in shared)}/{len(shared)}"
-                answers = f"{sum(off['outputs'][q][0] == f['outputs'][q][0] for q in shared)}/{len(shared)}"
-            memory = rss.get(f"{method}/{setting}")
-            print(f"| {method} | {setting} | {f['n']} | {f['calls'] / f['n']:.1f} | {f['sent'] / f['n']:.0f} | "
-                  f"{f['evaluated'] / f['n']:.0f} | {share:.0%} | {f['completion'] / f['n']:.0f} | "
-                  f"{f['seconds'] / f['n']:.1f} | {speed} | {answers} | {same} | {f'{memory:.0f}' if memory else ''} |")
+                row.update(speedup=(off["seconds"] / off["n"]) / row["seconds_per_q"] if f["seconds"] else None,
+                           shared=len(shared),
+                           answers_identical=sum(off["outputs"][q][0] == f["outputs"][q][0] for q in shared),
+                           outputs_identical=sum(off["outputs"][q] == f["outputs"][q] for q in shared))
+            out.append(row)
+    return out
+
+
+def report(args: argparse.Namespace, rss: dict[str, float | None]) -> list[dict[str, Any]]:
+    """Print the table of what has run; its rows."""
+    print(f"\nprefix cache on the embedded model: {args.llm}, MuSiQue dev (distractor), first {args.limit} "
+          f"questions; {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n")
+    table = rows(args, rss)
+    print(prefix_cache_table(table), end="")
+    return table
 
 
 def main() -> None:
@@ -131,6 +151,7 @@ def main() -> None:
     p.add_argument("--out", default="runs/bench-prefix-cache")
     p.add_argument("--settings", default="off,on", help="which settings to run (off, on or both)")
     p.add_argument("--report-only", action="store_true")
+    p.add_argument("--figures", help="also write the rows as JSON to this file (with the date, machine, command)")
     args = p.parse_args()
     rss_file = Path(args.out) / "rss.json"
     try:
@@ -144,7 +165,10 @@ def main() -> None:
                 if measured is not None:
                     rss[f"{method}/{setting}"] = measured
                     rss_file.write_text(json.dumps(rss))
-    report(args, rss)
+    table = report(args, rss)
+    if args.figures:
+        write_figures(args.figures, about(llm=args.llm, limit=args.limit, dataset="musique", split="dev",
+                                          setting="distractor", response_cache="off"), rows=table)
 
 
 if __name__ == "__main__":

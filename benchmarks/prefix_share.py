@@ -1,6 +1,6 @@
 """How much of each method's prompts a prefix cache can serve, from the traces of stored runs.
 
-    .venv/bin/python benchmarks/prefix_share.py RUN_DIR [RUN_DIR ...]
+    .venv/bin/python benchmarks/prefix_share.py [--figures FILE] RUN_DIR [RUN_DIR ...]
     .venv/bin/python benchmarks/prefix_share.py   # every run under runs/bench-prefix-cache/off
 
 For every question of every run (``hopqa eval``'s ``results.jsonl``, found under each directory),
@@ -12,16 +12,24 @@ automatic prefix caching, SGLang's RadixAttention; a server with one slot per cl
 first). A method whose prompts put their stable parts (instructions, demonstrations) first and
 the question-specific parts last has a high share; one that starts with the question has none.
 
-Prints per run: questions, LLM calls per question, prompt characters per question, the share
-repeating the previous prompt and the share repeating any earlier prompt. No model is run.
+Prints per run: its LLM (the run's ``config.json``), questions, LLM calls per question, prompt
+characters per question, the share repeating the previous prompt and the share repeating any
+earlier prompt. No model is run. ``--figures FILE`` writes the same rows as JSON with the date,
+machine and command, from which ``benchmarks/doc_tables.py`` renders docs/llm-backends.md's table
+(``docs/results/prefix-share.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
+
+# benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
+from doc_tables import prefix_share_table
+from figures import about, write_figures
 
 from hopqa.evaluation.runner import read_results
 
@@ -73,13 +81,10 @@ def shares(records: dict[str, Any]) -> dict[str, float]:
             "previous": previous / chars if chars else 0.0, "earlier": earlier / chars if chars else 0.0}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("runs", nargs="*", help="run directories (default: runs/bench-prefix-cache/off/*)")
-    args = p.parse_args()
-    dirs = [Path(d) for d in args.runs] or sorted(Path("runs/bench-prefix-cache/off").glob("*"))
-    print("| run | n | calls / q | prompt chars / q | repeats the previous prompt | repeats an earlier prompt |")
-    print("|---|---|---|---|---|---|")
+def rows(dirs: list[Path]) -> list[dict[str, Any]]:
+    """A row for each run (a ``results.jsonl`` with records) found under ``dirs``: its name, LLM,
+    questions, calls and prompt characters per question and the two shares."""
+    out: list[dict[str, Any]] = []
     for d in dirs:
         for path in sorted(d.rglob("results.jsonl")):
             try:
@@ -89,9 +94,26 @@ def main() -> None:
                 continue
             if not f["n"]:
                 continue
+            try:
+                llm = json.loads((path.parent / "config.json").read_text(encoding="utf-8")).get("llm")
+            except (OSError, ValueError, AttributeError):
+                llm = None
             name = path.parent.name if len(dirs) == 1 or path.parent.name != d.name else d.name
-            print(f"| {name} | {f['n']} | {f['calls']:.1f} | {f['chars']:.0f} | {f['previous']:.0%} | "
-                  f"{f['earlier']:.0%} |")
+            out.append({"run": name, "llm": llm, "n": f["n"], "calls_per_q": f["calls"], "chars_per_q": f["chars"],
+                        "previous": f["previous"], "earlier": f["earlier"]})
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("runs", nargs="*", help="run directories (default: runs/bench-prefix-cache/off/*)")
+    p.add_argument("--figures", help="also write the rows as JSON to this file (with the date, machine, command)")
+    args = p.parse_args()
+    dirs = [Path(d) for d in args.runs] or sorted(Path("runs/bench-prefix-cache/off").glob("*"))
+    table = rows(dirs)
+    print(prefix_share_table(table), end="")
+    if args.figures:
+        write_figures(args.figures, about(runs=[str(d) for d in dirs]), rows=table)
 
 
 if __name__ == "__main__":

@@ -352,3 +352,63 @@ def test_leapquery_writes_its_rows_paired_with_retrieve_then_read(fault_server, 
     expected = compare_by_id(bi["f1_by_id"], rtr["f1_by_id"])
     assert bi["vs_retrieve_then_read"]["n"] == 2 and bi["vs_retrieve_then_read"]["diff"] == expected.diff
     assert doc_tables.leapquery_rerankers_table(rows) in done.stdout
+
+
+def _run_with(path: Path, llm: str, records: list[dict]) -> None:
+    """A stored run: ``results.jsonl`` (these records) and its ``config.json``."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"llm": llm}))
+    (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _record(qid: str, prediction: str, seconds: float, calls: list[dict]) -> dict:
+    """A record whose trace holds ``calls``: the first in the root step, the rest in a child step."""
+    return {"id": qid, "status": "ok", "prediction": prediction, "usage": {"seconds": seconds},
+            "trace": {"id": 0, "kind": "root", "llm_calls": calls[:1],
+                      "children": [{"id": 1, "kind": "step", "llm_calls": calls[1:], "children": []}]}}
+
+
+def test_prefix_share_writes_a_row_a_run_with_its_shares(tmp_path):
+    """``prefix_share.py --figures`` on a hand-made run: three prompts of one question, the
+    second repeating 3 characters of the first, the third 6 of the first and 3 of the second."""
+    prompts = ["ABCDEF", "ABCxyz", "ABCDEFG"]
+    _run_with(tmp_path / "off" / "tor", "embedded:x", [_record("q1", "a", 1.0, [{"prompt": p} for p in prompts])])
+    done = _run("prefix_share.py", str(tmp_path / "off"), "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["about"]["command"].startswith("benchmarks/prefix_share.py ")
+    (row,) = figures["rows"]
+    assert (row["run"], row["llm"], row["n"], row["calls_per_q"], row["chars_per_q"]) == ("tor", "embedded:x", 1, 3, 19)
+    assert row["previous"] == 6 / 19 and row["earlier"] == 9 / 19
+    assert "| tor | embedded:x | 1 | 3.0 | 19 | 32% | 47% |" in done.stdout
+
+
+def test_prefix_cache_rows_pair_each_method_with_the_cache_on_and_off(monkeypatch, tmp_path):
+    """``prefix_cache.py``'s rows on hand-made runs (no model): per question the tokens sent and
+    evaluated, the speed-up, and how many answers and LLM outputs stayed identical."""
+    import argparse
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("prefix_cache_bench", ROOT / "benchmarks" / "prefix_cache.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import doc_tables
+
+    def call(evaluated: int, output: str) -> dict:
+        return {"prompt": "p", "prompt_tokens": 100, "prompt_tokens_evaluated": evaluated, "completion_tokens": 5,
+                "outputs": [output]}
+
+    run = "musique-dev-distractor/tor"
+    _run_with(tmp_path / "off" / "tor" / run, "embedded:x?prefix_cache_mb=0",
+              [_record("q1", "a", 4.0, [call(100, "x"), call(100, "y")]), _record("q2", "b", 6.0, [call(100, "z")])])
+    _run_with(tmp_path / "on" / "tor" / run, "embedded:x",
+              [_record("q1", "a", 2.0, [call(100, "x"), call(20, "y")]), _record("q2", "c", 3.0, [call(100, "w")])])
+    args = argparse.Namespace(methods="tor,hgot", out=str(tmp_path), llm="embedded:x")
+    off, on = module.rows(args, {"tor/on": 2048.0})
+    assert (off["setting"], off["n"], off["calls_per_q"], off["sent_per_q"], off["evaluated_per_q"]) == ("off", 2, 1.5, 150, 150)
+    assert off["speedup"] is None and off["shared"] is None and off["peak_rss_mb"] is None
+    assert (on["setting"], on["evaluated_per_q"], on["seconds_per_q"], on["speedup"]) == ("on", 110, 2.5, 2.0)
+    assert (on["shared"], on["answers_identical"], on["outputs_identical"], on["peak_rss_mb"]) == (2, 1, 1, 2048.0)
+    table = doc_tables.prefix_cache_table([off, on])
+    assert "| tor | on | 2 | 1.5 | 150 | 110 (73%) | 8 | 2.5 (2.00×) | 1 / 2 | 1 / 2 | 2,048 MB |" in table
