@@ -449,6 +449,19 @@ def rerank_table(files: list[list[dict[str, Any]]] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def loglikelihood_table(rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/llm-backends.md: ``benchmarks/loglikelihood.py --figures`` (``docs/results/loglikelihood.json``,
+    or ``rows`` as that script measured them): the embedded model scoring GenSco's pairs with the
+    continuation's rows asked for in batches of each size."""
+    rows = rows if rows is not None else _figure_rows("loglikelihood")
+    lines = ["| continuation tokens a batch | pairs | continuation tokens / pair | s / pair (median) | s in all "
+             "| speed-up | largest logprob difference |", "|" + "---|" * 7]
+    for r in rows:
+        lines.append(f"| {r['rows_per_batch']} | {r['pairs']} | {r['tokens_per_pair']:.1f} | {r['median_s']:.3f} "
+                     f"| {r['total_s']:.1f} | {r['speedup']:.2f}× | {r['max_diff']:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
 def prefix_cache_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/llm-backends.md: ``benchmarks/prefix_cache.py --figures`` (``docs/results/prefix-cache.json``,
     or ``rows`` as that script measured them): per method, with the embedded model's prefix cache
@@ -727,6 +740,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "batched-samples": batched_samples_table,
     "eval-stream": eval_stream_table,
     "rerank": rerank_table,
+    "loglikelihood": loglikelihood_table,
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fault_server import fault_server  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -412,3 +413,20 @@ def test_prefix_cache_rows_pair_each_method_with_the_cache_on_and_off(monkeypatc
     assert (on["shared"], on["answers_identical"], on["outputs_identical"], on["peak_rss_mb"]) == (2, 1, 1, 2048.0)
     table = doc_tables.prefix_cache_table([off, on])
     assert "| tor | on | 2 | 1.5 | 150 | 110 (73%) | 8 | 2.5 (2.00×) | 1 / 2 | 1 / 2 | 2,048 MB |" in table
+
+
+@pytest.mark.slow
+def test_loglikelihood_scores_the_same_pairs_token_by_token_and_in_batches(tmp_path):
+    """``loglikelihood.py`` on SmolLM2: both settings score the same pairs (2 per question) and
+    the rows carry the speed-up and the largest logprob difference against the first (which
+    differs: llama.cpp's kernels for a batch of one token are not those for many)."""
+    done = _run("loglikelihood.py", "--llm", "embedded:smollm2-135m", "--limit", "2", "--rows", "1,64",
+                "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["about"]["command"].startswith("benchmarks/loglikelihood.py --llm embedded:smollm2-135m")
+    one, batched = figures["rows"]
+    assert (one["rows_per_batch"], batched["rows_per_batch"], one["pairs"], batched["pairs"]) == (1, 64, 4, 4)
+    assert one["tokens_per_pair"] == batched["tokens_per_pair"] > 5
+    assert (one["speedup"], one["max_diff"]) == (1.0, 0.0) and batched["speedup"] > 0 and 0 < batched["max_diff"] < 1
+    assert "| 64 | 4 |" in done.stdout

@@ -28,8 +28,8 @@ def test_n_samples_with_seeds(smollm2):
     assert len(set(gen.texts)) > 1  # three seeds, three draws (seed, seed + 1, seed + 2)
 
 
-def _fresh() -> LlamaCppLLM:
-    return LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=4096))
+def _fresh(**options: object) -> LlamaCppLLM:
+    return LlamaCppLLM("smollm2-135m", config=EmbeddedConfig(n_ctx=4096, **options))
 
 
 def _history(llm: LlamaCppLLM) -> None:
@@ -133,6 +133,42 @@ def test_loglikelihood_hand_check_against_logits(smollm2):
     assert np.allclose(expected, ll.token_logprobs, atol=1e-3)
     # prefix reuse: a second call with the same context gives the same numbers
     assert np.allclose(smollm2.loglikelihood(context, cont).token_logprobs, ll.token_logprobs, atol=1e-4)
+
+
+def test_a_continuation_scored_in_several_batches_gets_the_same_numbers(smollm2, monkeypatch):
+    """The continuation is evaluated ``ROWS_PER_BATCH`` tokens at a time, each batch asking for
+    every row: cut into batches of 2 it scores as in one batch (to float noise), every token,
+    and the tokens evaluated are counted; a one-token continuation needs no batch."""
+    import numpy as np
+
+    from hopqa.llm import llamacpp
+
+    context, cont = "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by", \
+        " the engineer Gustave Eiffel, whose company built it for the 1889 World's Fair"
+    whole = smollm2.loglikelihood(context, cont)
+    monkeypatch.setattr(llamacpp, "ROWS_PER_BATCH", 2)
+    before = smollm2.evaluated_tokens
+    cut = smollm2.loglikelihood(context, cont)
+    assert len(cut.token_logprobs) == len(whole.token_logprobs) > 2 * 5
+    assert np.allclose(cut.token_logprobs, whole.token_logprobs, atol=1e-3)
+    assert smollm2.evaluated_tokens - before == cut.prompt_tokens_evaluated >= len(cut.token_logprobs) - 1
+    one = smollm2.loglikelihood(context, " the")
+    assert len(one.token_logprobs) == len(one.tokens) == 1 and one.token_logprobs[0] <= 0
+
+
+def test_scores_are_those_of_a_model_that_keeps_every_logits_row(smollm2):
+    """Without logits_all the continuation is evaluated in one batch asking for each row, so its
+    log-probabilities are exactly those of the same model loaded with ``logits_all=1`` (which
+    evaluates it as one batch too); token by token, llama.cpp's one-token kernels gave others
+    (up to 0.29 apart on SmolLM2, 0.36 on Qwen: ``benchmarks/loglikelihood.py``)."""
+    context, cont = "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was designed by", \
+        " the engineer Gustave Eiffel, whose company built it for the 1889 World's Fair"
+    full = _fresh(logits_all=True)
+    try:
+        expected = full.loglikelihood(context, cont).token_logprobs
+    finally:
+        full.close()
+    assert smollm2.loglikelihood(context, cont).token_logprobs == expected
 
 
 def test_logprobs_need_logits_all(smollm2):
