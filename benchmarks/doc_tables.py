@@ -35,7 +35,7 @@ import math
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -454,13 +454,10 @@ def loglikelihood_table(rows: list[dict[str, Any]] | None = None) -> str:
     or ``rows`` as that script measured them): the embedded model scoring GenSco's pairs with the
     continuation's rows asked for in batches of each size."""
     rows = rows if rows is not None else _figure_rows("loglikelihood")
-    lines = ["| continuation tokens a batch | pairs | continuation tokens / pair | s / pair (median) | s in all "
-             "| speed-up | largest logprob difference |", "|" + "---|" * 7]
-    for r in rows:
-        lines.append(f"| {r['rows_per_batch']} | {r['pairs']} | {r['tokens_per_pair']:.1f} | {r['median_s']:.3f} "
-                     f"| {r['total_s']:.1f} | {r['speedup']:.2f}× | {r['max_diff']:.1e} |")
-    return "\n".join(lines) + "\n"
-
+    return _table(["continuation tokens a batch", "pairs", "continuation tokens / pair", "s / pair (median)",
+                   "s in all", "speed-up", "largest logprob difference"],
+                  ([str(r["rows_per_batch"]), str(r["pairs"]), f"{r['tokens_per_pair']:.1f}", f"{r['median_s']:.3f}",
+                    f"{r['total_s']:.1f}", f"{r['speedup']:.2f}×", f"{r['max_diff']:.1e}"] for r in rows))
 
 def prefix_cache_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/llm-backends.md: ``benchmarks/prefix_cache.py --figures`` (``docs/results/prefix-cache.json``,
@@ -468,33 +465,30 @@ def prefix_cache_table(rows: list[dict[str, Any]] | None = None) -> str:
     off and on, the LLM calls, prompt tokens sent and evaluated, completion tokens and seconds a
     question, the speed-up and what stayed identical."""
     rows = rows if rows is not None else _figure_rows("prefix-cache")
-    lines = ["| method | prefix cache | n | LLM calls / q | prompt tokens sent / q | evaluated / q | completion / q "
-             "| s / q | answers identical | LLM outputs identical | peak RSS |", "|" + "---|" * 11]
-    for r in rows:
-        name = r["method"] + (f" ({' '.join(r['options'])})" if r["options"] else "")
+
+    def cells(r: dict[str, Any]) -> list[str]:
         share = r["evaluated_per_q"] / r["sent_per_q"] if r["sent_per_q"] else 0.0
-        seconds = f"{r['seconds_per_q']:.1f}" + (f" ({r['speedup']:.2f}×)" if r["speedup"] else "")
         same = [f"{r[k]} / {r['shared']}" if r["shared"] is not None else "" for k in ("answers_identical",
                                                                                         "outputs_identical")]
-        rss = f"{r['peak_rss_mb']:,.0f} MB" if r["peak_rss_mb"] else ""
-        lines.append(f"| {name} | {r['setting']} | {r['n']} | {r['calls_per_q']:.1f} | {r['sent_per_q']:,.0f} "
-                     f"| {r['evaluated_per_q']:,.0f} ({share:.0%}) | {r['completion_per_q']:,.0f} | {seconds} "
-                     f"| {same[0]} | {same[1]} | {rss} |")
-    return "\n".join(lines) + "\n"
+        return [r["method"] + (f" ({' '.join(r['options'])})" if r["options"] else ""), r["setting"], str(r["n"]),
+                f"{r['calls_per_q']:.1f}", f"{r['sent_per_q']:,.0f}", f"{r['evaluated_per_q']:,.0f} ({share:.0%})",
+                f"{r['completion_per_q']:,.0f}",
+                f"{r['seconds_per_q']:.1f}" + (f" ({r['speedup']:.2f}×)" if r["speedup"] else ""), *same,
+                f"{r['peak_rss_mb']:,.0f} MB" if r["peak_rss_mb"] else ""]
 
+    return _table(["method", "prefix cache", "n", "LLM calls / q", "prompt tokens sent / q", "evaluated / q",
+                   "completion / q", "s / q", "answers identical", "LLM outputs identical", "peak RSS"],
+                  map(cells, rows))
 
 def prefix_share_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/llm-backends.md: ``benchmarks/prefix_share.py --figures`` (``docs/results/prefix-share.json``,
     or ``rows`` as that script measured them): per run, the share of its prompt characters that
     repeats the start of the previous prompt and of any earlier prompt of the same question."""
     rows = rows if rows is not None else _figure_rows("prefix-share")
-    lines = ["| run | LLM | n | LLM calls / q | prompt characters / q | repeats the previous prompt "
-             "| repeats an earlier prompt |", "|" + "---|" * 7]
-    for r in rows:
-        lines.append(f"| {r['run']} | {r['llm'] or '–'} | {r['n']} | {r['calls_per_q']:.1f} | {r['chars_per_q']:,.0f} "
-                     f"| {r['previous']:.0%} | {r['earlier']:.0%} |")
-    return "\n".join(lines) + "\n"
-
+    return _table(["run", "LLM", "n", "LLM calls / q", "prompt characters / q", "repeats the previous prompt",
+                   "repeats an earlier prompt"],
+                  ([r["run"], r["llm"] or "–", str(r["n"]), f"{r['calls_per_q']:.1f}", f"{r['chars_per_q']:,.0f}",
+                    f"{r['previous']:.0%}", f"{r['earlier']:.0%}"] for r in rows))
 
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
 LEAPQUERY_METRICS = ("support_recall", "rouge_l", "bertscore", "em", "f1")
@@ -506,19 +500,17 @@ def leapquery_rerankers_table(rows: list[dict[str, Any]] | None = None) -> str:
     method and LeapQuery variant its reranker, the paper's metrics, the cost, and its F1 against
     Retrieve-then-Read's on the same questions."""
     rows = rows if rows is not None else _figure_rows("leapquery-rerankers")
-    lines = ["| method | rerank | n | Recall@5 | ROUGE-L | BERTScore | EM | F1 | parsed | LLM calls/q | retrievals/q "
-             "| s/q | F1 − Retrieve-then-Read [95 %], W / T / L |", "|" + "---|" * 13]
-    for r in rows:
-        cells = [f"{r[k]:.3f}" if r[k] is not None else "–" for k in LEAPQUERY_METRICS]
-        parsed = f"{r['parse_rate']:.1%}" if r["parse_rate"] is not None else "–"
-        c = r["vs_retrieve_then_read"]
-        paired = (f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}], {c['wins']} / {c['ties']} / {c['losses']}"
-                  if c is not None else "–")
-        lines.append(f"| {r['method']} | {r['rerank']} | {r['n']} | " + " | ".join(cells) + f" | {parsed} "
-                     f"| {r['llm_calls_per_q']:.1f} | {r['retrieval_calls_per_q']:.1f} | {r['seconds_per_q']:.0f} "
-                     f"| {paired} |")
-    return "\n".join(lines) + "\n"
 
+    def cells(r: dict[str, Any]) -> list[str]:
+        c = r["vs_retrieve_then_read"]
+        return [r["method"], r["rerank"], str(r["n"]), *(f"{r[k]:.3f}" if r[k] is not None else "–" for k in LEAPQUERY_METRICS),
+                f"{r['parse_rate']:.1%}" if r["parse_rate"] is not None else "–", f"{r['llm_calls_per_q']:.1f}",
+                f"{r['retrieval_calls_per_q']:.1f}", f"{r['seconds_per_q']:.0f}",
+                f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}], {c['wins']} / {c['ties']} / {c['losses']}"
+                if c is not None else "–"]
+
+    return _table(["method", "rerank", "n", "Recall@5", "ROUGE-L", "BERTScore", "EM", "F1", "parsed", "LLM calls/q",
+                   "retrievals/q", "s/q", "F1 − Retrieve-then-Read [95 %], W / T / L"], map(cells, rows))
 
 def eval_stream_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/reliability.md: ``benchmarks/eval_stream.py --figures`` (``docs/results/eval-stream.json``,
@@ -655,6 +647,11 @@ def _row(cells: list[str]) -> str:
     return "|" + "".join(f" {cell} |" if cell else " |" for cell in cells)
 
 
+def _table(columns: list[str], rows: Iterable[list[str]]) -> str:
+    """A Markdown table: the header, its rule, a row for each list of cells."""
+    return "\n".join([_row(columns), "|" + "---|" * len(columns), *map(_row, rows)]) + "\n"
+
+
 def recorded_tables() -> dict[str, Any]:
     """The tables of ``RECORDED`` (``docs/results/recorded.json``) by name (``recorded-…``)."""
     return _tables_of(RECORDED)
@@ -670,8 +667,7 @@ def recorded_table(name: str) -> str:
     """Table ``name`` of ``docs/results/recorded.json``: its header, the ``|---|`` row and its rows,
     each cell the string the benchmark printed (as the docs show it)."""
     table = recorded_tables()[name]
-    lines = [_row(table["columns"]), "|" + "---|" * len(table["columns"])] + [_row(r) for r in table["rows"]]
-    return "\n".join(lines) + "\n"
+    return _table(table["columns"], table["rows"])
 
 
 def recorded_row(name: str, first: str) -> dict[str, str]:
