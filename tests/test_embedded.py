@@ -169,6 +169,12 @@ def test_scores_are_those_of_a_model_that_keeps_every_logits_row(smollm2):
     finally:
         full.close()
     assert smollm2.loglikelihood(context, cont).token_logprobs == expected
+    small = _fresh(block=8)  # llama.cpp's batches hold 8 tokens: the continuation goes in several
+    try:
+        scored = small.loglikelihood(context, cont).token_logprobs
+    finally:
+        small.close()
+    assert len(scored) == len(expected) > 8 and all(x <= 0 for x in scored)
 
 
 def test_logprobs_need_logits_all(smollm2):

@@ -504,23 +504,24 @@ class LlamaCppLLM(LLMBase):
         return values + self._eval_rows(tokens[start:-1], tokens[start + 1:], cancel)
 
     def _eval_rows(self, tokens: list[int], targets: list[int], cancel: threading.Event | None) -> list[float]:
-        """Evaluate ``tokens`` after those in the context, ``ROWS_PER_BATCH`` at a time, each batch
-        asking llama.cpp for every token's logits row (``Llama.eval`` asks for the last one's only
-        without logits_all); the log-probability each row gives the token of ``targets`` at its
-        place. Between batches the cancellation signal is checked.
+        """Evaluate ``tokens`` after those in the context, ``ROWS_PER_BATCH`` (at most ``block``)
+        at a time, each batch asking llama.cpp for every token's logits row (``Llama.eval`` asks
+        for the last one's only without logits_all); the log-probability each row gives the
+        token of ``targets`` at its place. Between batches the cancellation signal is checked.
 
         Token by token (before) llama.cpp ran its one-token kernels, whose numbers differ from a
         batch's (up to 0.36 in a token's log-probability on Qwen): now a score is the same
         whether the model keeps every row (``logits_all=1``) or not, and GenSco's pairs score
-        1.1x faster on Qwen (``benchmarks/loglikelihood.py``: on 2 cores a batch
-        is compute-bound, so it saves little over one token at a time)."""
+        1.1x faster on Qwen (``benchmarks/loglikelihood.py``: on 2 cores a batch is
+        compute-bound, so it saves little over one token at a time)."""
         llm = self._llm
         n_vocab = llm.n_vocab()
+        step = max(1, min(ROWS_PER_BATCH, self.config.block))  # a batch holds at most n_batch (= block) tokens
         llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
         values: list[float] = []
-        for i in range(0, len(tokens), ROWS_PER_BATCH):
+        for i in range(0, len(tokens), step):
             check_cancelled(cancel)
-            batch = tokens[i:i + ROWS_PER_BATCH]
+            batch = tokens[i:i + step]
             n_past = llm.n_tokens
             llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
             llm._ctx.decode(llm._batch)
