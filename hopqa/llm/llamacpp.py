@@ -510,8 +510,8 @@ class LlamaCppLLM(LLMBase):
         token of ``targets`` at its place. Between batches the cancellation signal is checked.
 
         Token by token (before) llama.cpp ran its one-token kernels, whose numbers differ from a
-        batch's (up to 0.36 in a token's log-probability on Qwen): now a score is the same
-        whether the model keeps every row (``logits_all=1``) or not, and GenSco's pairs score
+        batch's (up to 0.36 in a token's log-probability on Qwen): now the scores match those
+        of the model keeping every row (``logits_all=1``, a batch too), and GenSco's pairs score
         1.1x faster on Qwen (``benchmarks/loglikelihood.py``: on 2 cores a batch is
         compute-bound, so it saves little over one token at a time)."""
         llm = self._llm
