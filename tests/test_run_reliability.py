@@ -108,6 +108,18 @@ def test_a_ctrl_c_another_exception_replaced_still_ends_the_run_as_a_ctrl_c(tmp_
     before; and Python's own SIGINT handler is back afterwards."""
     import signal
 
+    # Python's handler, as a shell in the foreground leaves it (a suite started in the background
+    # inherits SIGINT ignored, and Python then installs no handler at all)
+    original = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _masked_ctrl_c_run(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, original)
+
+
+def _masked_ctrl_c_run(tmp_path):
+    import signal
+
     seen = []
 
     def masked(record):
