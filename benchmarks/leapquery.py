@@ -25,9 +25,9 @@ Prints one row per method: the reranker it ran (its run's ``config.json``), Reca
 BERTScore, EM, F1, LLM calls, retrieval calls and seconds per question (the paper's Tables 1
 and 2, and the cost), and its F1 against Retrieve-then-Read's on the questions both answered
 (the paired difference, its bootstrap 95 % interval and wins / ties / losses, as ``hopqa
-report`` pairs runs: ``compare_by_id``; p too in the figures). ``--figures FILE`` writes the same rows as JSON, with the date,
-machine, model and command and each run's F1 by question id, from which
-``benchmarks/doc_tables.py`` renders the table of docs/methods/leapquery.md
+report`` pairs runs: ``compare_by_id``; p too in the figures). ``--figures FILE`` writes the
+same rows as JSON, with the date, machine, model and command and each run's F1 by question id,
+from which ``benchmarks/doc_tables.py`` renders the table of docs/methods/leapquery.md
 (``docs/results/leapquery-rerankers.json``). Runs made before the default changed
 (``bi-encoder``) are refused by ``hopqa eval`` as made with other options: the default ``--out``
 is a new folder for that reason.
@@ -45,12 +45,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-# benchmarks/figures.py (the script's folder is on sys.path)
+# benchmarks/doc_tables.py, figures.py and presets.py (the script's folder is on sys.path)
 from doc_tables import LEAPQUERY_METRICS, leapquery_rerankers_table
 from figures import about, write_figures
+from presets import COMPARISON_FIELDS, f1_by_id, records_of
 
 from hopqa.evaluation.report import compare_by_id
-from hopqa.evaluation.runner import read_results, summarize
+from hopqa.evaluation.runner import summarize
 
 
 #: Labels that run a registered method with other options (their runs go to ``OUT/<label>/``):
@@ -85,10 +86,6 @@ def run(args: argparse.Namespace, label: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {method} done in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
-#: The fields of a comparison with Retrieve-then-Read a row keeps.
-COMPARISON_FIELDS = ("n", "diff", "low", "high", "p_value", "wins", "ties", "losses")
-
-
 def rows(args: argparse.Namespace, methods: list[str]) -> list[dict[str, Any]]:
     """A row for each method that has run: its reranker, n, the metrics (None where the run has
     none), parse rate, calls and seconds a question, F1 by question id, and its paired F1
@@ -99,15 +96,14 @@ def rows(args: argparse.Namespace, methods: list[str]) -> list[dict[str, Any]]:
         path = results_path(args, method)
         if not path.is_file():
             continue
-        records = read_results(path)
-        s = summarize(list(records.values()), path.parent)
+        s = summarize(list(records_of(path.parent).values()), path.parent)
         out.append({
             "method": method, "rerank": reranker(path), "n": s.n,
             **{k: s.metrics.get(k) for k in LEAPQUERY_METRICS},
             "parse_rate": s.metrics.get("parse_rate"),
             "llm_calls_per_q": s.cost["llm_calls_per_q"], "retrieval_calls_per_q": s.cost["retrieval_calls_per_q"],
             "seconds_per_q": s.cost["seconds_per_q"],
-            "f1_by_id": {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records.items()},
+            "f1_by_id": f1_by_id(path.parent),  # the records read once (records_of)
         })
     base = next((r for r in out if r["method"] == "retrieve-then-read"), None)
     for row in out:
