@@ -1,0 +1,203 @@
+"""The paired differences the docs' prose quotes, checked against the results they come from.
+
+    .venv/bin/python benchmarks/doc_numbers.py
+
+The docs' tables are rendered from results (``benchmarks/doc_tables.py``); their prose quotes
+differences too — "+0.087 [+0.003, +0.189]", a paired difference and its bootstrap 95 % interval
+— typed while writing. Each such quote (a signed difference followed by its interval, outside
+the rendered tables) must be one of:
+
+- **a stored comparison**: any object with ``diff``, ``low`` and ``high`` in a results file under
+  ``docs/results/`` (the presets benchmark's comparisons, the eval-methods figures, ...);
+- **a pairing of stored runs**: ``compare_by_id`` (as ``hopqa report`` pairs runs) of two runs'
+  per-question F1 stored in the same table of a results file (``f1_by_id``) — on all the
+  questions both answered, on the first 10 or 20 of them (the docs' "on the first 10", in the
+  order the figures hold them, the dataset's), or over the three datasets of a setting (the
+  docs' "over the 90 questions": the runs of one label in every table of a setting, pooled) —
+  or of two runs of the 30-question MuSiQue fixture the intervals page reports (F1, EM,
+  supporting recall);
+- **transcribed**: listed in ``docs/results/transcribed-comparisons.json`` with what it compares,
+  its date and why it cannot be recomputed (the runs were not kept, or it is over a subset of
+  a run's questions the figures do not name).
+
+Each is matched at the precision it is quoted with. A quote that is none of these is printed with
+its page and line, and the script exits 1; ``tests/test_doc_numbers.py`` runs the check in the
+test suite, so a number typed wrong, or left behind when its run was re-run, fails a test.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import itertools
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+RESULTS = DOCS / "results"
+TRANSCRIBED = RESULTS / "transcribed-comparisons.json"
+#: The 30-question MuSiQue runs of the intervals page (``benchmarks/doc_tables.py``'s ``MUSIQUE30``).
+MUSIQUE30 = ROOT / "tests" / "fixtures" / "qwen_musique30.json.gz"
+#: The per-question metrics of ``MUSIQUE30`` the intervals page compares.
+MUSIQUE30_METRICS = ("f1", "em", "support_recall")
+#: A rendered table (``benchmarks/doc_tables.py`` checks those against their results).
+TABLE = re.compile(r"<!-- table: .*?-->.*?<!-- /table -->", re.DOTALL)
+_NUMBER = r"([+−-]?\d+\.\d+)"
+#: A signed difference and its interval: ``+0.087 [+0.003, +0.189]``, ``−0.050 [−0.133, 0.000]``.
+QUOTE = re.compile(r"(?<![\w.])([+−-]\d+\.\d+)\s+\[" + _NUMBER + r",\s+" + _NUMBER + r"\]")
+
+Triple = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A difference and its interval as a page quotes it."""
+
+    page: Path
+    line: int
+    text: str
+    values: Triple
+    decimals: int
+
+    def where(self) -> str:
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}: {self.text}"
+
+    def matches(self, triple: Triple) -> bool:
+        """Whether ``triple`` rounds to this quote at the precision it is written with."""
+        half = 0.5 * 10 ** -self.decimals + 1e-9
+        return all(abs(q - v) <= half for q, v in zip(self.values, triple))
+
+
+def _float(text: str) -> float:
+    return float(text.replace("−", "-"))
+
+
+def quotes_in(page: Path, text: str | None = None) -> list[Quote]:
+    """The quoted differences of ``page`` (or of ``text`` as that page), outside its rendered tables."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    text = TABLE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    found = []
+    for m in QUOTE.finditer(text):  # a quote may wrap: its line is the one it starts on
+        decimals = min(len(g.split(".")[1]) for g in m.groups())
+        found.append(Quote(page, text.count("\n", 0, m.start()) + 1, " ".join(m.group(0).split()),
+                           tuple(_float(g) for g in m.groups()), decimals))
+    return found
+
+
+def doc_pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
+
+
+def _stored(data: Any) -> Iterator[Triple]:
+    """Every ``{"diff", "low", "high"}`` anywhere in ``data``."""
+    if isinstance(data, dict):
+        if all(isinstance(data.get(k), (int, float)) for k in ("diff", "low", "high")):
+            yield (float(data["diff"]), float(data["low"]), float(data["high"]))
+        for value in data.values():
+            yield from _stored(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _stored(value)
+
+
+def _per_question(data: Any) -> Iterator[dict[str, float]]:
+    """Every run's ``f1_by_id`` anywhere in ``data``."""
+    if isinstance(data, dict):
+        if isinstance(data.get("f1_by_id"), dict):
+            yield data["f1_by_id"]
+        for value in data.values():
+            yield from _per_question(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _per_question(value)
+
+
+#: The first questions of a run the docs also compare on ("on the first 10").
+PREFIXES = (10, 20)
+
+
+def _pairings(runs: Iterable[dict[str, float]], prefixes: Iterable[int] = ()) -> Iterator[Triple]:
+    """``compare_by_id`` of every two runs, both ways (the interval of ``b − a`` is that of
+    ``a − b`` mirrored), on the questions both answered and on the first of them (``prefixes``)."""
+    from hopqa.evaluation.report import compare_by_id
+
+    for a, b in itertools.combinations(list(runs), 2):
+        subsets = [a] + [dict(itertools.islice(a.items(), n)) for n in prefixes if n < len(a)]
+        for mine in subsets:
+            c = compare_by_id(mine, b)
+            if c.n:
+                yield (c.diff, c.low, c.high)
+                yield (-c.diff, -c.high, -c.low)
+
+
+def _pooled(tables: list[dict[str, Any]]) -> list[list[dict[str, float]]]:
+    """Each run label's per-question F1 pooled over the tables that have it (ids prefixed with
+    the dataset and setting), per setting and over every table, for the labels in more than one."""
+    groups: dict[str, dict[str, dict[str, float]]] = {}
+    for table in tables:
+        setting = str(table.get("setting", ""))
+        for run in table.get("runs", []):
+            if isinstance(run.get("f1_by_id"), dict) and "label" in run:
+                for group in (setting, "*"):
+                    values = groups.setdefault(group, {}).setdefault(run["label"], {})
+                    values.update({f"{table.get('dataset')}/{setting}/{q}": v for q, v in run["f1_by_id"].items()})
+    return [[values for values in runs.values()
+             if len({key.rsplit("/", 1)[0] for key in values}) > 1] for runs in groups.values()]
+
+
+@functools.cache
+def derivable() -> list[Triple]:
+    """Every difference the results can give: stored comparisons, and the pairings of the runs
+    stored with their per-question F1 in one table of a results file or in ``MUSIQUE30``."""
+    found: list[Triple] = []
+    for path in sorted(RESULTS.glob("*.json")):
+        if path == TRANSCRIBED:
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found += _stored(data)
+        tables = data.get("tables") if isinstance(data, dict) else None
+        for group in tables if isinstance(tables, list) else [data]:
+            found += _pairings(_per_question(group), PREFIXES)
+        for runs in _pooled(tables) if isinstance(tables, list) else []:
+            found += _pairings(runs)
+    runs = json.loads(gzip.decompress(MUSIQUE30.read_bytes()))["runs"].values()
+    for metric in MUSIQUE30_METRICS:
+        found += _pairings({r["id"]: r["metrics"][metric] for r in run["records"]
+                            if metric in (r.get("metrics") or {})} for run in runs)
+    return found
+
+
+def transcribed(path: Path = TRANSCRIBED) -> list[dict[str, Any]]:
+    """The listed comparisons whose runs are gone (``quote``, ``what``, ``date``, ``why``)."""
+    return json.loads(path.read_text(encoding="utf-8"))["comparisons"]
+
+
+def unexplained(pages: Iterable[Path] | None = None) -> list[Quote]:
+    """The quotes of ``pages`` (every docs page and the README) that are neither derivable from
+    the results nor transcribed."""
+    listed = {entry["quote"] for entry in transcribed()}
+    out = []
+    for page in doc_pages() if pages is None else pages:
+        for quote in quotes_in(page):
+            if quote.text in listed or any(quote.matches(t) for t in derivable()):
+                continue
+            out.append(quote)
+    return out
+
+
+def main() -> int:
+    missing = unexplained()
+    for quote in missing:
+        print(f"not in the results: {quote.where()}")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
