@@ -5,7 +5,8 @@
 The docs' tables are rendered from results (``benchmarks/doc_tables.py``); their prose quotes
 differences too — "+0.087 [+0.003, +0.189]", a paired difference and its bootstrap 95 % interval
 — typed while writing. Each such quote (a signed difference followed by its interval, outside
-the rendered tables) must be one of:
+the rendered tables, with the p-value and the wins / ties / losses that follow it where the docs
+give them: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``) must be one of:
 
 - **a stored comparison**: any object with ``diff``, ``low`` and ``high`` in a results file under
   ``docs/results/`` (the presets benchmark's comparisons, the eval-methods figures, ...);
@@ -20,7 +21,8 @@ the rendered tables) must be one of:
   its date and why it cannot be recomputed (the runs were not kept, or it is over a subset of
   a run's questions the figures do not name).
 
-Each is matched at the precision it is quoted with. A quote that is none of these is printed with
+Each is matched at the precision it is quoted with, its p-value and counts too (a transcribed
+one by its interval alone). A quote that is none of these is printed with
 its page and line, and the script exits 1; ``tests/test_doc_numbers.py`` runs the check in the
 test suite, so a number typed wrong, or left behind when its run was re-run, fails a test.
 """
@@ -49,10 +51,30 @@ MUSIQUE30_METRICS = ("f1", "em", "support_recall")
 #: A rendered table (``benchmarks/doc_tables.py`` checks those against their results).
 TABLE = re.compile(r"<!-- table: .*?-->.*?<!-- /table -->", re.DOTALL)
 _NUMBER = r"([+−-]?\d+\.\d+)"
-#: A signed difference and its interval: ``+0.087 [+0.003, +0.189]``, ``−0.050 [−0.133, 0.000]``.
-QUOTE = re.compile(r"(?<![\w.])([+−-]\d+\.\d+)\s+\[" + _NUMBER + r",\s+" + _NUMBER + r"\]")
+#: A signed difference and its interval: ``+0.087 [+0.003, +0.189]``, ``−0.050 [−0.133, 0.000]``;
+#: then, when the docs give them, its p-value and its wins / ties / losses:
+#: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``.
+QUOTE = re.compile(r"(?<![\w.])(?P<diff>[+−-]\d+\.\d+)\s+\[(?P<low>[+−-]?\d+\.\d+),\s+(?P<high>[+−-]?\d+\.\d+)\]"
+                   r"(?:(?:\*\*)?,\s+p\s+=\s+(?P<p>\d\.\d+))?"
+                   r"(?:(?:\*\*)?,\s+(?P<wins>\d+)\s+/\s+(?P<ties>\d+)\s+/\s+(?P<losses>\d+)\b)?")
 
 Triple = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A paired difference as the results give it: its interval, and its p-value and wins / ties
+    / losses where they hold them."""
+
+    values: Triple
+    p_value: float | None = None
+    counts: tuple[int, int, int] | None = None
+
+    def mirrored(self) -> Figures:
+        """The same comparison the other way round (``b − a`` for ``a − b``)."""
+        diff, low, high = self.values
+        counts = None if self.counts is None else (self.counts[2], self.counts[1], self.counts[0])
+        return Figures((-diff, -high, -low), self.p_value, counts)
 
 
 @dataclass(frozen=True)
@@ -64,15 +86,32 @@ class Quote:
     text: str
     values: Triple
     decimals: int
+    p_value: str | None = None  # as written: "0.094"
+    counts: tuple[int, int, int] | None = None
+
+    @property
+    def interval(self) -> str:
+        """The difference and its interval alone: ``+0.087 [+0.003, +0.189]``."""
+        return self.text[:self.text.index("]") + 1]
 
     def where(self) -> str:
         page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
         return f"{page}:{self.line}: {self.text}"
 
-    def matches(self, triple: Triple) -> bool:
-        """Whether ``triple`` rounds to this quote at the precision it is written with."""
+    def matches(self, figures: Figures) -> bool:
+        """Whether ``figures`` round to this quote at the precision it is written with: the
+        interval, and the p-value and the counts where the quote gives them (figures without
+        them do not match such a quote)."""
         half = 0.5 * 10 ** -self.decimals + 1e-9
-        return all(abs(q - v) <= half for q, v in zip(self.values, triple))
+        if not all(abs(q - v) <= half for q, v in zip(self.values, figures.values)):
+            return False
+        if self.p_value is not None:
+            if figures.p_value is None:
+                return False
+            places = len(self.p_value.split(".")[1])
+            if abs(float(self.p_value) - figures.p_value) > 0.5 * 10 ** -places + 1e-9:
+                return False
+        return self.counts is None or self.counts == figures.counts
 
 
 def _float(text: str) -> float:
@@ -85,9 +124,11 @@ def quotes_in(page: Path, text: str | None = None) -> list[Quote]:
     text = TABLE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     found = []
     for m in QUOTE.finditer(text):  # a quote may wrap: its line is the one it starts on
-        decimals = min(len(g.split(".")[1]) for g in m.groups())
+        interval = (m["diff"], m["low"], m["high"])
+        counts = (int(m["wins"]), int(m["ties"]), int(m["losses"])) if m["wins"] else None
         found.append(Quote(page, text.count("\n", 0, m.start()) + 1, " ".join(m.group(0).split()),
-                           tuple(_float(g) for g in m.groups()), decimals))
+                           tuple(_float(g) for g in interval), min(len(g.split(".")[1]) for g in interval),
+                           m["p"], counts))
     return found
 
 
@@ -95,11 +136,14 @@ def doc_pages() -> list[Path]:
     return sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
 
 
-def _stored(data: Any) -> Iterator[Triple]:
-    """Every ``{"diff", "low", "high"}`` anywhere in ``data``."""
+def _stored(data: Any) -> Iterator[Figures]:
+    """Every ``{"diff", "low", "high"}`` anywhere in ``data`` (with its ``p_value``, ``wins``,
+    ``ties`` and ``losses`` where it has them)."""
     if isinstance(data, dict):
         if all(isinstance(data.get(k), (int, float)) for k in ("diff", "low", "high")):
-            yield (float(data["diff"]), float(data["low"]), float(data["high"]))
+            counts = tuple(data[k] for k in ("wins", "ties", "losses"))
+            yield Figures((float(data["diff"]), float(data["low"]), float(data["high"])),
+                          data.get("p_value"), counts if all(isinstance(c, int) for c in counts) else None)
         for value in data.values():
             yield from _stored(value)
     elif isinstance(data, list):
@@ -123,7 +167,7 @@ def _per_question(data: Any) -> Iterator[dict[str, float]]:
 PREFIXES = (10, 20)
 
 
-def _pairings(runs: Iterable[dict[str, float]], prefixes: Iterable[int] = ()) -> Iterator[Triple]:
+def _pairings(runs: Iterable[dict[str, float]], prefixes: Iterable[int] = ()) -> Iterator[Figures]:
     """``compare_by_id`` of every two runs, both ways (the interval of ``b − a`` is that of
     ``a − b`` mirrored), on the questions both answered and on the first of them (``prefixes``)."""
     from hopqa.evaluation.report import compare_by_id
@@ -133,8 +177,9 @@ def _pairings(runs: Iterable[dict[str, float]], prefixes: Iterable[int] = ()) ->
         for mine in subsets:
             c = compare_by_id(mine, b)
             if c.n:
-                yield (c.diff, c.low, c.high)
-                yield (-c.diff, -c.high, -c.low)
+                figures = Figures((c.diff, c.low, c.high), c.p_value, (c.wins, c.ties, c.losses))
+                yield figures
+                yield figures.mirrored()
 
 
 def _pooled(tables: list[dict[str, Any]]) -> list[list[dict[str, float]]]:
@@ -153,10 +198,10 @@ def _pooled(tables: list[dict[str, Any]]) -> list[list[dict[str, float]]]:
 
 
 @functools.cache
-def derivable() -> list[Triple]:
+def derivable() -> list[Figures]:
     """Every difference the results can give: stored comparisons, and the pairings of the runs
     stored with their per-question F1 in one table of a results file or in ``MUSIQUE30``."""
-    found: list[Triple] = []
+    found: list[Figures] = []
     for path in sorted(RESULTS.glob("*.json")):
         if path == TRANSCRIBED:
             continue
@@ -186,7 +231,7 @@ def unexplained(pages: Iterable[Path] | None = None) -> list[Quote]:
     out = []
     for page in doc_pages() if pages is None else pages:
         for quote in quotes_in(page):
-            if quote.text in listed or any(quote.matches(t) for t in derivable()):
+            if quote.interval in listed or any(quote.matches(t) for t in derivable()):
                 continue
             out.append(quote)
     return out
