@@ -13,18 +13,18 @@ give them: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``) must be one of:
 - **a pairing of stored runs**: ``compare_by_id`` (as ``hopqa report`` pairs runs) of two runs'
   per-question F1 stored in the same table of a results file (``f1_by_id``) — on all the
   questions both answered, on the first 10 or 20 of them (the docs' "on the first 10", in the
-  order the figures hold them, the dataset's), or over the three datasets of a setting (the
-  docs' "over the 90 questions": the runs of one label in every table of a setting, pooled) —
-  or of two runs of the 30-question MuSiQue fixture the intervals page reports (F1, EM,
+  order the figures hold them, the dataset's), or pooled over the tables that hold a run of the
+  same label, per setting and over all of them (the docs' "over the 90 questions") — or of
+  two runs of the 30-question MuSiQue fixture the intervals page reports (F1, EM,
   supporting recall);
 - **transcribed**: listed in ``docs/results/transcribed-comparisons.json`` with what it compares,
   its date and why it cannot be recomputed (the runs were not kept, or it is over a subset of
   a run's questions the figures do not name).
 
 Each is matched at the precision it is quoted with, its p-value and counts too (a transcribed
-one by its interval alone). A quote that is none of these is printed with
-its page and line, and the script exits 1; ``tests/test_doc_numbers.py`` runs the check in the
-test suite, so a number typed wrong, or left behind when its run was re-run, fails a test.
+one by its interval alone). A quote that is none of these is printed with its page and line,
+and the script exits 1; ``tests/test_doc_numbers.py`` runs the check in the test suite, so a
+number typed wrong, or left behind when its run was re-run, fails a test.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ MUSIQUE30 = ROOT / "tests" / "fixtures" / "qwen_musique30.json.gz"
 MUSIQUE30_METRICS = ("f1", "em", "support_recall")
 #: A rendered table (``benchmarks/doc_tables.py`` checks those against their results).
 TABLE = re.compile(r"<!-- table: .*?-->.*?<!-- /table -->", re.DOTALL)
-_NUMBER = r"([+−-]?\d+\.\d+)"
 #: A signed difference and its interval: ``+0.087 [+0.003, +0.189]``, ``−0.050 [−0.133, 0.000]``;
 #: then, when the docs give them, its p-value and its wins / ties / losses:
 #: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``.
