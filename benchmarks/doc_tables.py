@@ -240,6 +240,12 @@ def presets_table(dataset: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _paired(c: dict[str, Any]) -> str:
+    """A paired difference and its interval, bold when the interval excludes 0 with p < 0.05."""
+    interval = f"{signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}]"
+    return f"**{interval}**" if c["p_value"] < 0.05 and (c["low"] > 0 or c["high"] < 0) else interval
+
+
 def presets_against_defaults() -> str:
     """docs/benchmarks/presets.md: each preset against its own defaults, F1 on the same questions."""
     figures = json.loads(PRESETS.read_text(encoding="utf-8"))
@@ -247,12 +253,57 @@ def presets_against_defaults() -> str:
              "|---|---|---|---|---|---|---|"]
     for table in figures["tables"]:
         for c in table["preset_vs_defaults"]:
-            interval = f"{signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}]"
-            if c["p_value"] < 0.05 and (c["low"] > 0 or c["high"] < 0):
-                interval = f"**{interval}**"
+            interval = _paired(c)
             lines.append(f"| {c['method']} | {table['dataset']} | {table['setting']} | {c['n']} | {interval} "
                          f"| {c['p_value']:.3f} | {c['wins']} / {c['ties']} / {c['losses']} |")
     return "\n".join(lines) + "\n"
+
+
+#: The seed methods and datasets of issue 33's targets, as ``benchmarks/presets.py`` runs them.
+SEED_METHODS = ("hgot", "gensco-stop", "self-dc", "leapquery", "tor")
+TARGET_DATASETS = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa": "2WikiMultihopQA"}
+#: The questions a comparison must hold to count towards a target.
+TARGET_N = 30
+
+
+def presets_targets() -> str:
+    """docs/benchmarks/presets.md: issue 33's first target as the figures stand — each seed
+    method's preset against its defaults (F1, paired) in every dataset and setting, the number
+    of questions where fewer than ``TARGET_N``, and on how many datasets of a setting the preset
+    is above its defaults on ``TARGET_N`` questions (on fewer in brackets)."""
+    tables = {(t["dataset"], t["setting"]): t for t in json.loads(PRESETS.read_text(encoding="utf-8"))["tables"]}
+    rows = []
+    for method in SEED_METHODS:
+        for setting in ("distractor", "open"):
+            cells, above, above_fewer = [], 0, 0
+            for dataset in TARGET_DATASETS:
+                table = tables.get((dataset, setting), {})
+                c = next((c for c in table.get("preset_vs_defaults", []) if c["method"] == method), None)
+                if c is None:
+                    cells.append("–")
+                    continue
+                cells.append(_paired(c) + ("" if c["n"] >= TARGET_N else f" ({c['n']} q)"))
+                if c["diff"] > 0:
+                    above, above_fewer = (above + 1, above_fewer) if c["n"] >= TARGET_N else (above, above_fewer + 1)
+            count = f"{above} of {len(TARGET_DATASETS)}" + (f" (+{above_fewer} on fewer)" if above_fewer else "")
+            rows.append([method, setting, *cells, count])
+    return _table(["method", "setting", *(f"{name}: preset − defaults" for name in TARGET_DATASETS.values()),
+                   f"above on {TARGET_N} q"], rows)
+
+
+def presets_second_target(dataset: str = "musique", setting: str = "open") -> str:
+    """docs/benchmarks/presets.md: issue 33's second target as the figures stand — each seed
+    method's preset against Retrieve-then-Read on MuSiQue in the open setting, F1, paired."""
+    table = next(t for t in json.loads(PRESETS.read_text(encoding="utf-8"))["tables"]
+                 if (t["dataset"], t["setting"]) == (dataset, setting))
+    rows = []
+    for method in SEED_METHODS:
+        c = next((c for c in table["vs_retrieve_then_read"] if c["method"] == f"{method} (small-model)"), None)
+        rows.append([method, "–", "", "", "", ""] if c is None else
+                    [method, str(c["n"]), _paired(c), "yes" if c["low"] > 0 else "no", f"{c['p_value']:.3f}",
+                     f"{c['wins']} / {c['ties']} / {c['losses']}"])
+    return _table(["method", "n", "preset − Retrieve-then-Read, F1 [95 % interval]", "above, interval excludes 0",
+                   "p", "win / tie / loss"], rows)
 
 
 def demo_candidates(dataset: str = "musique", setting: str = "open", demo: str = "ircot") -> str:
@@ -725,6 +776,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "presets-hotpotqa": lambda: presets_table("hotpotqa"),
     "presets-2wikimultihopqa": lambda: presets_table("2wikimultihopqa"),
     "presets-against-defaults": presets_against_defaults,
+    "presets-targets": presets_targets,
+    "presets-second-target": presets_second_target,
     "demo-candidates": demo_candidates,
     **{f"retrieval-{part}": (lambda part=part: retrieval_table(part)) for part in ("engines", "faiss", "indexes", "hnsw")},
     "retrieval-recall": lambda: retrieval_recall_table("recall"),

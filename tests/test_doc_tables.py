@@ -119,6 +119,34 @@ def test_presets_table_says_how_many_questions_a_shorter_run_answered(tmp_path, 
     assert lines[2:] == ["| distractor | retrieve-then-read | 0.500 | 18 | – |", "| open | retrieve-then-read | 0.500 | 18 | – |"]
 
 
+def test_the_targets_tables_count_the_datasets_a_preset_is_above_its_defaults_on_30_questions(tmp_path, monkeypatch):
+    import json
+
+    tables = _doc_tables()
+
+    def c(method, n, diff, low, high, p=0.5):
+        return {"method": method, "n": n, "diff": diff, "low": low, "high": high, "p_value": p,
+                "wins": 3, "ties": n - 4, "losses": 1}
+
+    figures = {"about": {}, "tables": [
+        {"dataset": "musique", "setting": "open", "runs": [],
+         "preset_vs_defaults": [c("tor", 30, 0.2, 0.05, 0.35, p=0.01), c("tor (reader=short)", 30, 0.5, 0.4, 0.6)],
+         "vs_retrieve_then_read": [c("tor (small-model)", 30, 0.1, 0.02, 0.2, p=0.06)]},
+        {"dataset": "hotpotqa", "setting": "open", "runs": [], "vs_retrieve_then_read": [],
+         "preset_vs_defaults": [c("tor", 30, -0.1, -0.3, 0.1)]},
+        {"dataset": "2wikimultihopqa", "setting": "open", "runs": [], "vs_retrieve_then_read": [],
+         "preset_vs_defaults": [c("tor", 10, 0.1, 0.0, 0.3)]}]}
+    (tmp_path / "p.json").write_text(json.dumps(figures))
+    monkeypatch.setattr(tables, "PRESETS", tmp_path / "p.json")
+    rows = {tuple(line.split(" | ")[:2]): line for line in tables.presets_targets().splitlines()[2:]}
+    assert rows[("| tor", "open")] == ("| tor | open | **+0.200 [+0.050, +0.350]** | −0.100 [−0.300, +0.100] "
+                                       "| +0.100 [+0.000, +0.300] (10 q) | 1 of 3 (+1 on fewer) |")
+    assert rows[("| tor", "distractor")] == "| tor | distractor | – | – | – | 0 of 3 |"
+    second = {line.split(" | ")[0]: line for line in tables.presets_second_target().splitlines()[2:]}
+    assert second["| tor"] == "| tor | 30 | +0.100 [+0.020, +0.200] | yes | 0.060 | 3 / 26 / 1 |"
+    assert second["| hgot"] == "| hgot | – | | | | |"
+
+
 def test_recorded_table_renders_the_cells_as_stored(tmp_path, monkeypatch):
     import json
 
