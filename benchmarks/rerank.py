@@ -1,7 +1,8 @@
 """How well each reranker orders a question's candidates, and how often it cannot tell them apart.
 
     .venv/bin/python benchmarks/rerank.py [--datasets musique,hotpotqa] [--limit 15] [--depth 10]
-        [--k 5] [--rerankers none,bi-encoder,hybrid,llm] [--llm embedded:qwen2.5-1.5b] [--figures FILE]
+        [--k 5] [--rerankers none,bi-encoder,hybrid,llm,llm-expected] [--llm embedded:qwen2.5-1.5b]
+        [--figures FILE]
 
 For the first ``--limit`` dev questions of each dataset (distractor setting: the question's own
 paragraphs), the candidates are the question's ``--depth`` best paragraphs by BM25 over its pool
@@ -15,7 +16,8 @@ own order. Per reranker and dataset it prints:
 - **ties**: the share of rankings in which every kept passage has the same score (then the
   reranker changed nothing a tie-break did not decide), and the mean number of distinct scores
   among a question's candidates;
-- for the LLM judge, the scores it gave most often (which of 0-10); seconds a question;
+- for the LLM judge, the scores it gave most often (which of 0-10; not for ``llm-expected``,
+  whose expected ratings are real numbers); seconds a question;
 - for the LLM judge asked for JSON, the reply form its prompt ends with (``form``), so that runs
   of different versions of the prompt can be told apart.
 
@@ -103,10 +105,10 @@ def main() -> None:
 
     from hopqa.datasets import load_dataset
     from hopqa.llm import load_llm
-    from hopqa.retrieval.rerank import JSON_REPLY, make_reranker
+    from hopqa.retrieval.rerank import JSON_REPLY, LLM_JUDGES, make_reranker
 
     names = [n.strip() for n in args.rerankers.split(",") if n.strip()]
-    llm = load_llm(args.llm, cache=False) if "llm" in names else None
+    llm = load_llm(args.llm, cache=False) if any(n in LLM_JUDGES for n in names) else None
     rerankers = {n: None if n == "none" else make_reranker(n, llm=llm) for n in names}
     rows = []
     print("| dataset | reranker | n | Recall@k | kept set changed | top-k all tied | distinct scores / q | "

@@ -292,16 +292,20 @@ class Recipe:
     def corpus_retriever(self) -> Retriever:
         """The retriever ``index``, ``corpus`` and ``search`` name, behind the ``rerank``
         reranker unless that is the LLM judge, which needs the model (``assemble`` adds it)."""
+        from hopqa.retrieval.rerank import LLM_JUDGES
+
         return corpus_retriever(index=self.index, corpus=self.corpus, home=self.home, kind=self.search,
-                                rerank=None if self.rerank == "llm" else self.rerank,
+                                rerank=None if self.rerank in LLM_JUDGES else self.rerank,
                                 rerank_depth=self.rerank_depth, progress=self.progress)
 
     def llm_reranked(self, retriever: Retriever | None, model: LLMBase) -> Retriever | None:
-        """``retriever`` behind the LLM relevance judge on ``model`` when ``rerank`` is ``llm``
-        (the reranker ``corpus_retriever`` leaves out: it needs the loaded model)."""
-        if retriever is None or self.rerank != "llm":
+        """``retriever`` behind the LLM relevance judge on ``model`` when ``rerank`` is ``llm`` or
+        ``llm-expected`` (the reranker ``corpus_retriever`` leaves out: it needs the loaded model)."""
+        from hopqa.retrieval.rerank import LLM_JUDGES
+
+        if retriever is None or self.rerank not in LLM_JUDGES:
             return retriever
-        return with_reranker(retriever, "llm", llm=model, depth=self.rerank_depth)
+        return with_reranker(retriever, self.rerank, llm=model, depth=self.rerank_depth)
 
 
 def assemble(recipe: Recipe, note: Callable[[str], None] | None = None) -> Method:

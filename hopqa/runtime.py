@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -133,6 +133,38 @@ class TracedLLM(LLMWrapper):
             usage=(ll.prompt_tokens, 0, ll.cached, ll.prompt_tokens_evaluated),
         )
         return ll
+
+    def loglikelihoods(self, context: str, continuations: Sequence[str]) -> list[LogLikelihood]:
+        """Scored together (``LLMBase.loglikelihoods``), recorded as one call: the context, each
+        continuation with its total, the tokens of the continuations not taken from the cache."""
+        check_cancelled()
+        t0 = time.perf_counter()
+        try:
+            lls = self.inner.loglikelihoods(context, continuations)
+        except Exception as exc:
+            self._record("loglikelihood", {"context": _clip(context), "continuations": list(continuations)},
+                         error=f"{type(exc).__name__}: {exc}")
+            raise
+        fresh = [ll for ll in lls if not ll.cached]
+        prompt_tokens = sum(ll.prompt_tokens for ll in fresh)
+        evaluated = (None if any(ll.prompt_tokens_evaluated is None for ll in fresh)
+                     else sum(ll.prompt_tokens_evaluated or 0 for ll in fresh))
+        prefix = next((ll.prefix_cache for ll in fresh if ll.prefix_cache), None)
+        self._record(
+            "loglikelihood",
+            {
+                "context": _clip(context),
+                "continuations": list(continuations),
+                "totals": [ll.total for ll in lls],
+                "prompt_tokens": prompt_tokens,
+                **({"prompt_tokens_evaluated": evaluated} if evaluated is not None else {}),
+                **({"prefix_cache": prefix} if prefix else {}),
+                "cached": not fresh,
+                "seconds": round(time.perf_counter() - t0, 4),
+            },
+            usage=(prompt_tokens, 0, not fresh, evaluated),
+        )
+        return lls
 
     def _record(self, kind: str, record: dict[str, Any], usage: tuple[int, int, bool, int | None] | None = None,
                 error: str | None = None) -> None:

@@ -322,6 +322,14 @@ def test_rerank_writes_a_row_per_dataset_and_reranker(fault_server, tmp_path):  
     assert judge["most_given"] == [[UNPARSED_SCORE, 6]] and judge["changed"] == 0  # ties keep BM25's order
     assert judge["recall"] == none["recall"]
     assert "| musique | llm | 2 |" in done.stdout
+    # the expected-score judge scores each rating through the server's echoed log-probabilities
+    done = _run("rerank.py", "--llm", f"openai:fake@{server.url}?loglikelihood=echo", "--limit", "2", "--datasets",
+                "musique", "--depth", "3", "--k", "2", "--rerankers", "llm-expected", "--figures",
+                str(tmp_path / "e.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (expected,) = json.loads((tmp_path / "e.json").read_text())["rows"]
+    assert (expected["reranker"], expected["questions"], expected["most_given"]) == ("llm-expected", 2, [])
+    assert "form" not in expected and 1.0 <= expected["distinct"] <= 3.0
 
 
 

@@ -4,6 +4,7 @@ inputs, one retriever per method, presets instead of subclasses, the environment
 from __future__ import annotations
 
 import ast
+import math
 import os
 from pathlib import Path
 
@@ -216,6 +217,12 @@ def test_assemble_puts_the_llm_judge_behind_the_corpus_retriever(tmp_path):
     assert isinstance(reranked, RerankingRetriever) and reranked.depth == 2 and "llm" in reranked.name.lower()
     own = assemble(Recipe("retrieve-then-read", llm=llm, own_paragraphs=True, home=tmp_path))
     assert isinstance(own.retriever.inner, UnboundPool)
+    scorer = ScriptedLLM(replies=lambda r: "Yes", scorer=lambda c, x: [0.0 if x.startswith("9") else -5.0])
+    expected = assemble(Recipe("retrieve-then-read", llm=scorer, corpus=corpus, rerank="llm-expected",
+                               rerank_depth=2, home=tmp_path)).retriever.inner
+    assert isinstance(expected, RerankingRetriever) and "llm-expected" in expected.name
+    p9 = 1 / (1 + 10 * math.exp(-5.0))  # the rating 9 five nats likelier than each other one
+    assert [p.score for p in expected.search("beta", k=2)] == pytest.approx([p9 * (9 + 46 * math.exp(-5.0))] * 2)
 
 
 def test_the_cli_builds_its_corpus_retriever_and_llm_reranker_through_the_recipe(tmp_path):

@@ -111,6 +111,32 @@ def test_loglikelihood_is_sum_of_token_logprobs(smollm2):
     assert ll.total > smollm2.loglikelihood("The capital of France is", " London").total
 
 
+def test_loglikelihoods_after_one_context_equal_each_pair_scored_alone(smollm2):
+    """``loglikelihoods`` evaluates the context once and each continuation after it: the same
+    numbers as scoring every pair alone, whatever the KV and prefix caches held before."""
+    context = "Question: Who designed the Eiffel Tower?\nRate the passage from 0 to 10. Reply with the number only.\n"
+    conts = ["7\n", "10\n", "1\n", " Gustave Eiffel's company\n", "0"]
+    smollm2.clear_cache()
+    together = smollm2.loglikelihoods(context, conts)
+    alone = [smollm2.loglikelihood(context, c) for c in conts]
+    smollm2.clear_cache()
+    fresh_alone = [smollm2.loglikelihood(context, c) for c in conts]
+    assert [ll.token_logprobs for ll in together] == [ll.token_logprobs for ll in alone] \
+        == [ll.token_logprobs for ll in fresh_alone]
+    assert [ll.tokens for ll in together] == [ll.tokens for ll in alone]
+    assert together[0].prompt_tokens_evaluated > 0 and all(ll.prompt_tokens_evaluated == 0 for ll in together[1:])
+    assert smollm2.loglikelihoods(context, ["", ""])[0].token_logprobs == []
+
+
+def test_chat_reply_renders_the_turn_with_the_models_template(smollm2):
+    before, after = smollm2.chat_reply("Rate it. Reply with the number only.", "10")
+    assert before.endswith("<|im_start|>user\nRate it. Reply with the number only.<|im_end|>\n<|im_start|>assistant\n")
+    assert before.startswith("<|im_start|>system\n") and after == "10<|im_end|>\n"
+    # the turn's end is one special token: "1" then the end is not "10" begun
+    one = smollm2.loglikelihood(before, "1<|im_end|>\n")
+    assert len(one.tokens) == 3 and one.tokens[1] == "<|im_end|>"
+
+
 def test_loglikelihood_hand_check_against_logits(smollm2):
     """Score = sum over continuation tokens of log softmax(logits before it)[token]: checked by
     evaluating the model step by step through llama.cpp's own API."""

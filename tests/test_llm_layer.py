@@ -138,6 +138,34 @@ def test_loglikelihood_cached(tmp_path):
     assert a.total == -3.0 and a.mean == -1.0 and b.cached and not a.cached
 
 
+def test_loglikelihoods_score_every_continuation_after_one_context_through_the_cache_and_the_trace(tmp_path):
+    inner = ScriptedLLM(scorer=lambda c, x: [-1.0] * len(x.split()))
+    plain = inner.loglikelihoods("ctx", ["a", "a b", "a b c"])  # a backend without a shared path: pair by pair
+    assert [ll.total for ll in plain] == [-1.0, -2.0, -3.0] and inner.loglikelihoods("ctx", []) == []
+    cached = CachedLLM(inner, ResponseCache(tmp_path / "c"))
+    cached.loglikelihood("ctx", "a b")  # one of them cached before
+    llm = TracedLLM(cached)
+    trace, usage = Trace(question="q"), Usage()
+    with trace.activate(), accounting(usage), step("s") as s:
+        first = llm.loglikelihoods("ctx", ["a", "a b", "a b c"])
+        again = llm.loglikelihoods("ctx", ["a", "a b", "a b c"])
+    assert [ll.total for ll in first] == [-1.0, -2.0, -3.0] == [ll.total for ll in again]
+    assert [ll.cached for ll in first] == [False, True, False] and all(ll.cached for ll in again)
+    calls = s.llm_calls
+    assert len(calls) == 2  # one record a call, not one a continuation
+    assert {k: calls[0][k] for k in ("type", "context", "continuations", "totals", "cached")} == {
+        "type": "loglikelihood", "context": "ctx", "continuations": ["a", "a b", "a b c"],
+        "totals": [-1.0, -2.0, -3.0], "cached": False}
+    assert calls[0]["prompt_tokens"] == 2 and calls[1]["cached"] and calls[1]["prompt_tokens"] == 0
+    assert usage.llm_calls == 2 and usage.cache_hits == 1
+
+
+def test_chat_reply_without_a_template_ends_the_reply_with_a_newline(tmp_path):
+    inner = ScriptedLLM(replies=[])
+    assert inner.chat_reply("Rate it.", "10") == ("Rate it.\n", "10\n")
+    assert TracedLLM(CachedLLM(inner, ResponseCache(tmp_path / "c"))).chat_reply("Rate it.", "1") == ("Rate it.\n", "1\n")
+
+
 @pytest.mark.parametrize("bound", [1, 3])
 def test_concurrency_is_bounded(bound):
     # Each call waits until `bound` calls are in flight together (a barrier, not a sleep): the

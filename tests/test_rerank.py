@@ -590,3 +590,67 @@ def test_cross_encoder_code_path_on_minilm_with_a_random_head():
     hits = RerankingRetriever(FixedRetriever(PASSAGES), r, depth=4).search("capital of France", k=2)
     assert len(hits) == 2 and {p.id for p in hits} <= {"p1", "p2", "p3", "p4"}
     assert [p.score for p in hits] == sorted(scores, reverse=True)[:2]
+
+
+# -- the expected-score LLM judge (llm-expected) -------------------------------------------------
+def _rating_scorer(favourite: dict[str, int]):
+    """A ``ScriptedLLM`` scorer: log-probability 0 for the rating ``favourite`` gives the passage
+    whose title is in the context (−3 for the others); records every (context, continuation)."""
+    calls = []
+
+    def scorer(context, continuation):
+        calls.append((context, continuation))
+        rating = int(continuation.strip())
+        best = next((r for title, r in favourite.items() if f"Passage: {title} |" in context), 0)
+        return [0.0 if rating == best else -3.0]
+
+    return scorer, calls
+
+
+def test_expected_rating_weighs_each_rating_by_its_probability():
+    assert rerank_module.expected_rating([0.0] + [-math.inf] * 10) == 0.0
+    assert rerank_module.expected_rating([math.log(0.5)] * 2, ratings=[4, 8]) == pytest.approx(6.0)
+    totals = [-3.0] * 11
+    totals[9] = 0.0
+    p9 = 1 / (1 + 10 * math.exp(-3.0))
+    assert rerank_module.expected_rating(totals) == pytest.approx(9 * p9 + (55 - 9) * p9 * math.exp(-3.0))
+
+
+def test_expected_scoring_scores_every_rating_as_the_whole_reply_after_one_context():
+    scorer, calls = _rating_scorer({"Paris": 9, "Banana": 1, "Berlin": 9})
+    llm = ScriptedLLM(scorer=scorer)
+    reranker = make_reranker("llm-expected", llm=llm)
+    assert isinstance(reranker, LLMReranker) and reranker.scoring == "expected"
+    assert reranker.name == "llm-expected:scripted" and not reranker.use_schema
+    scores = reranker.score("Which city is the capital of France?", PASSAGES[:3])
+    prompt = RELEVANCE_PROMPT.format(question="Which city is the capital of France?",
+                                     passage="Paris | Paris is the capital and largest city of France.",
+                                     reply_format=FREE_TEXT_REPLY)
+    # without a chat template: the prompt and a newline, each rating and a newline, 11 per passage
+    assert calls[:11] == [(prompt + "\n", f"{r}\n") for r in range(11)] and len(calls) == 33
+    p = 1 / (1 + 10 * math.exp(-3.0))
+    rest = p * math.exp(-3.0)
+    assert scores == pytest.approx([9 * p + 46 * rest, 1 * p + 54 * rest, 9 * p + 46 * rest])
+    assert not llm.requests  # nothing generated
+
+
+def test_expected_scoring_needs_loglikelihood_and_ignores_structured_outputs():
+    with pytest.raises(ValueError, match="loglikelihood.*llm reranker"):
+        make_reranker("llm-expected", llm=ScriptedLLM(replies=["1"]))
+    with pytest.raises(ValueError, match="needs an LLM"):
+        make_reranker("llm-expected")
+    with pytest.raises(ValueError, match="scoring must be one of reply, expected"):
+        LLMReranker(ScriptedLLM(replies=[]), scoring="mean")
+    scorer, _ = _rating_scorer({})
+    llm = ScriptedLLM(scorer=scorer, capabilities={GENERATE, STRUCTURED, "loglikelihood"})
+    assert not LLMReranker(llm, structured="on", scoring="expected").use_schema
+    assert check_spec("llm-expected") == "llm-expected"
+    assert "llm-expected" in rerank_module.LLM_JUDGES
+
+
+def test_expected_scoring_orders_a_reranking_retriever():
+    scorer, _ = _rating_scorer({"Seine": 8, "Paris": 10, "Berlin": 3})
+    hits = RerankingRetriever(FixedRetriever(PASSAGES), make_reranker("llm-expected", llm=ScriptedLLM(scorer=scorer)),
+                              depth=7).search("capital of France?", k=3)
+    assert ids(hits) == ["p1", "p5", "p3"]
+    assert hits[0].score > hits[1].score > hits[2].score

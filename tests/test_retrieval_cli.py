@@ -144,3 +144,32 @@ def test_setup_builds_the_demo_corpus_index_of_each_retriever_asked(tmp_path, mo
     assert main(["setup", "--home", str(tmp_path)]) == 0  # by default a note, not a failure
     assert "no dense index of the demo corpus: dense retrieval needs" in capsys.readouterr().err
     assert main(["setup", "--home", str(tmp_path), "--retriever", "dense"]) == 2
+
+
+@pytest.mark.slow
+def test_the_expected_score_llm_reranker_weighs_each_rating_with_the_model(tmp_path, corpus):
+    """--rerank llm-expected with SmolLM2: each passage's score is the rating expected under the
+    model's probabilities of the replies 0-10 (one traced loglikelihood call a passage, 11
+    continuations through the chat turn's end), between 0 and 10, and nothing is generated for it."""
+    r = hopqa("ask", QUESTION, "--corpus", str(corpus), "--rerank", "llm-expected", "--rerank-depth", "3", "--k", "2",
+              "--method", "retrieve-then-read", "--llm", SMOL, "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    (name,) = _retrievers(answer)
+    assert name.startswith("bm25+rerank(llm-expected:") and "smollm2" in name
+    judged, generated = [], []
+    stack = [answer["trace"]]
+    while stack:
+        step = stack.pop()
+        for c in step.get("llm_calls") or ():
+            if "How useful is this passage" in c.get("context", ""):
+                judged.append(c)
+            if "How useful is this passage" in c.get("prompt", ""):
+                generated.append(c)
+        stack.extend(step.get("children") or ())
+    assert 1 <= len(judged) <= 3 and not generated
+    for call in judged:
+        assert call["type"] == "loglikelihood" and call["context"].endswith("<|im_start|>assistant\n")
+        assert call["continuations"] == [f"{r}<|im_end|>\n" for r in range(11)] and len(call["totals"]) == 11
+    scores = [p["score"] for p in answer["passages"]]
+    assert len(scores) <= 2 and all(0.0 <= s <= 10.0 for s in scores) and scores == sorted(scores, reverse=True)

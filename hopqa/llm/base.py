@@ -264,6 +264,19 @@ class LLMBase:
     def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
         raise UnsupportedCapability(self.name, LOGLIKELIHOOD, self.capability_hint(LOGLIKELIHOOD))
 
+    def _loglikelihoods(self, context: str, continuations: list[str]) -> list[LogLikelihood] | None:
+        """Every continuation scored after one ``context`` in one go, for a backend that can
+        evaluate the context once (the embedded model); None: score the pairs one by one."""
+        return None
+
+    def chat_reply(self, prompt: str, reply: str) -> tuple[str, str]:
+        """``reply`` as this model reads it when it is the whole of its answer to ``prompt``:
+        the text before it and the reply's own text through the end of the turn, for
+        ``loglikelihood``. Without a chat template of its own here (a raw completion model, a
+        server whose template is its own): ``prompt`` and a newline, then ``reply`` and a newline
+        (the newline ends the reply, so that "1" is not scored as the start of "10")."""
+        return prompt + "\n", reply + "\n"
+
     def identity(self) -> dict[str, Any]:
         """What distinguishes this model's outputs (used in cache keys). Never secrets."""
         return {"name": self.name}
@@ -331,6 +344,21 @@ class LLMBase:
             futures = [submit(pool, self.complete, r) for r in requests]
             return [f.result() for f in futures]
 
+    def loglikelihoods(self, context: str, continuations: Sequence[str]) -> list[LogLikelihood]:
+        """``loglikelihood`` of each of ``continuations`` after the same ``context``, in order: in
+        one evaluation of the context where the backend can (``_loglikelihoods``), else pair by
+        pair (``map_loglikelihood``). The same numbers either way."""
+        self.require(LOGLIKELIHOOD)
+        if not continuations:
+            return []
+        context = mend_text(context)[0]
+        mended = [mend_text(c)[0] for c in continuations]
+        with self._slots:
+            scored = self._loglikelihoods(context, mended)
+        if scored is None:
+            return self.map_loglikelihood([(context, c) for c in mended])
+        return [mend_loglikelihood(ll, self.name) for ll in scored]
+
     def map_loglikelihood(self, pairs: Sequence[tuple[str, str]]) -> list[LogLikelihood]:
         """Score many (context, continuation) pairs, concurrently where the backend allows."""
         width = max(1, min(self.max_concurrency, len(pairs)))
@@ -360,6 +388,9 @@ class LLMWrapper(LLMBase):
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def chat_reply(self, prompt: str, reply: str) -> tuple[str, str]:
+        return self.inner.chat_reply(prompt, reply)
 
     def capability_hint(self, capability: str) -> str:
         return self.inner.capability_hint(capability)

@@ -51,7 +51,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -295,6 +295,26 @@ class CachedLLM(LLMWrapper):
         ll = self.inner.loglikelihood(context, continuation)
         self.cache.set(key, ll.to_dict())
         return ll
+
+    def loglikelihoods(self, context: str, continuations: Sequence[str]) -> list[LogLikelihood]:
+        """Each continuation from the cache where it is there (the same key as ``loglikelihood``'s),
+        the others scored together by the backend."""
+        self.require("loglikelihood")
+        keys = [request_key(self.inner.identity(), "loglikelihood", {"context": context, "continuation": c})
+                for c in continuations]
+        found: list[LogLikelihood | None] = []
+        for key in keys:
+            ll = self.cache.load(key, LogLikelihood.from_dict)
+            if ll is not None:
+                ll.cached = True
+                ll = mend_loglikelihood(ll, self.name)
+            found.append(ll)
+        missing = [i for i, ll in enumerate(found) if ll is None]
+        if missing:
+            for i, ll in zip(missing, self.inner.loglikelihoods(context, [continuations[i] for i in missing])):
+                self.cache.set(keys[i], ll.to_dict())
+                found[i] = ll
+        return [ll for ll in found if ll is not None]
 
     def close(self) -> None:
         self.inner.close()

@@ -24,8 +24,11 @@ and made prompt processing ~60% slower on SmolLM2 here, so it is off by default)
 of a given continuation (``loglikelihood``), computed from the logits rows that predict each
 continuation token — never from ``echo=True`` logprobs, which are shifted by one token for
 models without a BOS token. Context and continuation are tokenized separately (the context
-with BOS and special tokens, the continuation without), so the scored tokens are exactly the
-continuation's; a shared context prefix is kept in the KV cache between calls.
+with BOS, both with special tokens parsed: a chat turn's end, ``chat_reply``), so the scored
+tokens are exactly the continuation's; a shared context prefix is kept in the KV cache between
+calls, and several continuations of one context (``loglikelihoods``) are scored after one
+evaluation of it. ``chat_reply`` gives a reply's context and continuation as the model's chat
+template renders the turn (the template in the GGUF, as ``create_chat_completion`` renders it).
 
 Structured output (capability ``STRUCTURED``, on unless the spec says ``?structured=0``): a
 request with a JSON schema is sampled under the llama.cpp grammar llama-cpp-python compiles
@@ -261,6 +264,7 @@ class LlamaCppLLM(LLMBase):
             self._with_sequences(self.config.batch_samples + 1)
         self.context_tokens = int(self._llm.n_ctx())
         self._lock = threading.Lock()
+        self._formatters: tuple[Any, ...] | None = None  # the chat template's (chat_reply)
         self._grammars: dict[str, Any] = {}
         #: Positions [0, _canonical) of the KV cache were evaluated as whole aligned blocks.
         self._canonical = 0
@@ -303,6 +307,42 @@ class LlamaCppLLM(LLMBase):
         if self.config.batch_samples > 1:  # samples drawn together may differ from the same seeds alone
             ident["batch_samples"] = self.config.batch_samples
         return ident
+
+    def chat_reply(self, prompt: str, reply: str) -> tuple[str, str]:
+        """The chat turn as the model's template renders it (``LLMBase.chat_reply``): the prompt as
+        ``create_chat_completion`` sends it (the template's default system message, the user's
+        turn, the assistant's opening), then ``reply`` and what the template closes the turn with
+        (``<|im_end|>`` and a newline for SmolLM2 and Qwen). The plain form when the model is run
+        without its template (``chat=0``) or llama-cpp-python runs a built-in format instead of
+        the GGUF's template."""
+        formatters = self._chat_formatters()
+        if formatters is None:
+            return super().chat_reply(prompt, reply)
+        opening, whole = formatters
+        messages = GenerationRequest.make(prompt).as_messages()
+        before = opening(messages=messages).prompt
+        turn = whole(messages=[*messages, {"role": "assistant", "content": reply}]).prompt
+        if not turn.startswith(before + reply):  # a template that rewrites the reply: the plain end
+            return before, reply + "\n"
+        return before, turn[len(before):]
+
+    def _chat_formatters(self) -> tuple[Any, Any] | None:
+        """The GGUF's chat template as two llama-cpp-python formatters, opening the assistant's
+        turn and not (made once); None without one (``chat_reply``)."""
+        if self._formatters is None:
+            llm = self._llm
+            template = getattr(llm, "metadata", {}).get("tokenizer.chat_template")
+            if not (self.config.chat and template and getattr(llm, "chat_format", None) == "chat_template.default"):
+                self._formatters = ()
+            else:
+                from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+                eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() != -1 else ""
+                bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() != -1 else ""
+                self._formatters = (Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos),
+                                    Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos,
+                                                        add_generation_prompt=False))
+        return self._formatters or None
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the model's own tokenizer (without a chat template's tokens)."""
@@ -455,31 +495,71 @@ class LlamaCppLLM(LLMBase):
 
     # -- scoring ---------------------------------------------------------------------------
     def _loglikelihood(self, context: str, continuation: str) -> LogLikelihood:
+        return self._score_continuations(context, [continuation])[0]
+
+    def _loglikelihoods(self, context: str, continuations: list[str]) -> list[LogLikelihood] | None:
+        if self.config.logits_all:  # one eval of context and continuation together: pair by pair
+            return None
+        return self._score_continuations(context, continuations)
+
+    def _score_continuations(self, context: str, continuations: list[str]) -> list[LogLikelihood]:
+        """Each continuation's ``LogLikelihood`` after ``context``. One continuation: scored as
+        ``_score_tokens`` scores it. Several (never with logits_all): the context evaluated once,
+        its last logits row scoring every continuation's first token, the other tokens of each
+        evaluated after it in turn (``_eval_rows``), the KV cache cut back to the context between
+        them — the same batches as scoring each alone, so the same numbers. The first result
+        carries the call's seconds, evaluated tokens and prefix-cache use, the others 0."""
         t0 = time.perf_counter()
         llm = self._llm
         with self._lock:
             start, mark = self.evaluated_tokens, self._cache_mark()
             ctx_tokens = llm.tokenize(context.encode("utf-8"), add_bos=True, special=True)
-            cont_tokens = llm.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
-            if not cont_tokens:
-                return LogLikelihood(token_logprobs=[], tokens=[], prompt_tokens=len(ctx_tokens))
-            if len(ctx_tokens) + len(cont_tokens) > self.config.n_ctx:
-                raise LLMError(f"{self.name}: context + continuation is {len(ctx_tokens) + len(cont_tokens)} "
+            conts = [llm.tokenize(c.encode("utf-8"), add_bos=False, special=True) for c in continuations]
+            longest = max(len(c) for c in conts)
+            if not longest:
+                return [LogLikelihood(token_logprobs=[], tokens=[], prompt_tokens=len(ctx_tokens)) for _ in conts]
+            if len(ctx_tokens) + longest > self.config.n_ctx:
+                raise LLMError(f"{self.name}: context + continuation is {len(ctx_tokens) + longest} "
                                f"tokens, more than n_ctx={self.config.n_ctx}")
-            all_tokens = ctx_tokens + cont_tokens
             try:
-                values = logprob_values(self._score_tokens(all_tokens, len(ctx_tokens)))
+                if len(conts) == 1:
+                    scored = [self._score_tokens(ctx_tokens + conts[0], len(ctx_tokens))]
+                else:
+                    scored = self._score_after(ctx_tokens, conts)
+                values = [logprob_values(v) for v in scored]
             except MalformedValue as exc:
                 raise self._malformed(exc) from None
             self._remember()
             evaluated = self.evaluated_tokens - start
             prefix = self._cache_use(mark)
-            pieces = [llm.detokenize([t]).decode("utf-8", errors="replace") for t in cont_tokens]
-        return LogLikelihood(
-            token_logprobs=values, tokens=pieces, prompt_tokens=len(all_tokens), seconds=time.perf_counter() - t0,
-            prompt_tokens_evaluated=evaluated,
-            prefix_cache=prefix,
-        )
+            pieces = [[llm.detokenize([t], special=True).decode("utf-8", errors="replace") for t in c] for c in conts]
+        seconds = time.perf_counter() - t0
+        return [LogLikelihood(token_logprobs=v, tokens=p, prompt_tokens=len(ctx_tokens) + len(c),
+                              seconds=seconds if i == 0 else 0.0, prompt_tokens_evaluated=evaluated if i == 0 else 0,
+                              prefix_cache=prefix if i == 0 else None)
+                for i, (c, v, p) in enumerate(zip(conts, values, pieces))]
+
+    def _score_after(self, ctx_tokens: list[int], conts: list[list[int]]) -> list[list[float]]:
+        """Log-probabilities of each of ``conts`` after ``ctx_tokens``, the context evaluated
+        once (``_score_continuations``; without logits_all)."""
+        llm = self._llm
+        n = len(ctx_tokens)
+        cancel = current_cancel_event()
+        self._reuse_blocks(ctx_tokens, limit=n)
+        self._eval_blocks(ctx_tokens, self._whole_blocks(n), cancel)
+        llm.eval(ctx_tokens[llm.n_tokens:n])
+        self._canonical = self._whole_blocks(n)
+        check_cancelled(cancel)
+        n_vocab = llm.n_vocab()
+        last = np.array(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)), dtype=np.float64)
+        scored: list[list[float]] = []
+        for cont in conts:
+            if not cont:
+                scored.append([])
+                continue
+            llm.n_tokens = n  # _eval_rows cuts the KV cache back to the context from here
+            scored.append(_log_softmax_pick(last[None, :], [cont[0]]) + self._eval_rows(cont[:-1], cont[1:], cancel))
+        return scored
 
     def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
         """Log-probabilities of tokens[start:], each given all tokens before it."""

@@ -358,7 +358,7 @@ class LeapQueryConfig(MethodConfig):
     max_subquestions: int = 3
     #: The reranker (``hopqa.retrieval.rerank.make_reranker``): ``auto`` (a cached cross-encoder,
     #: else ``llm``; resolved when the config is made, so the config holds what runs), ``llm``,
-    #: ``hybrid`` (BM25 over the candidates + MiniLM cosine), ``bi-encoder`` (MiniLM cosine: no
+    #: ``llm-expected`` (the judge's expected rating under the model's probabilities), ``hybrid`` (BM25 over the candidates + MiniLM cosine), ``bi-encoder`` (MiniLM cosine: no
     #: use behind dense retrieval, module docstring), or a cross-encoder model path / name.
     rerank: str = field(default=DEFAULT_RERANK, metadata={"resource": "model"})
     max_passage_words: int = 120

@@ -40,12 +40,17 @@ Four rerankers share the interface:
   first number in the text ("Score: 8/10" is 8, "8." is 8), clamped to [0, 10]. A reply with
   no number scores ``UNPARSED_SCORE`` (-1.0), below every parsed score, so those passages go
   last, in their base order; the trace step open at the time gets a note ``rerank`` with the
-  reranker's name and how many replies were unparsed.
+  reranker's name and how many replies were unparsed. With ``scoring="expected"`` (spec
+  ``llm-expected``) the score is instead the rating expected under the model's probabilities of
+  replying each of 0-10 to the free-text prompt (``LLMReranker.expected_score``): each rating
+  scored as the whole reply through the end of the model's turn (``LLMBase.chat_reply``), the
+  eleven after one evaluation of the prompt (``LLMBase.loglikelihoods``), renormalised; an LLM
+  that cannot score a given reply (no ``loglikelihood``) is refused when the reranker is made.
 
 Passages are shown to the cross- and bi-encoder as ``title. text`` (the text alone without a
 title), as dense retrieval embeds them; ``make_reranker(spec)`` builds one from a spec.
 
-Specs (``check_spec``, ``resolve_spec``): ``bi-encoder``, ``hybrid``, ``llm``, ``auto``, or a
+Specs (``check_spec``, ``resolve_spec``): ``bi-encoder``, ``hybrid``, ``llm``, ``llm-expected``, ``auto``, or a
 cross-encoder as a local path (absolute, ``./``, ``~/``, or an existing folder) or a Hugging
 Face name ``OWNER/MODEL``; anything else is refused with a ``ValueError`` naming these before
 any model is loaded. ``auto`` is a sentence-transformers cross-encoder when one of
@@ -68,7 +73,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from hopqa import jsonl
-from hopqa.llm.base import STRUCTURED, GenerationRequest, LLMBase
+from hopqa.llm.base import LOGLIKELIHOOD, STRUCTURED, GenerationRequest, LLMBase
 from hopqa.retrieval.base import Retriever, RetrieverBase
 from hopqa.retrieval.bm25 import tokenize
 from hopqa.retrieval.dense import passage_text
@@ -103,8 +108,14 @@ MIN_SCORE, MAX_SCORE = 0.0, 10.0
 #: The score of a passage whose judgement could not be read: below every parsed score.
 UNPARSED_SCORE = -1.0
 STRUCTURED_MODES = ("auto", "on", "off")
+#: The ratings the expected-score judge weighs (``LLMReranker`` with ``scoring="expected"``).
+RATINGS = tuple(range(11))
+#: How the LLM judge turns its judgement into a score (``LLMReranker``).
+SCORINGS = ("reply", "expected")
 #: The specs that name no model (``make_reranker``).
-KEYWORDS = ("auto", "bi-encoder", "hybrid", "llm")
+KEYWORDS = ("auto", "bi-encoder", "hybrid", "llm", "llm-expected")
+#: The specs whose reranker is the LLM judge (it needs the loaded model).
+LLM_JUDGES = ("llm", "llm-expected")
 #: The cross-encoders ``auto`` looks for in the local Hugging Face cache, the first found wins:
 #: well-known sentence-transformers rerankers, the cheapest on a CPU first.
 CROSS_ENCODERS = (
@@ -252,19 +263,32 @@ class LLMReranker:
     """An LLM judging each passage's usefulness for the question from 0 to 10 (module docstring)."""
 
     def __init__(self, llm: LLMBase, structured: str = "auto", max_tokens: int | None = None,
-                 max_passage_words: int | None = 200) -> None:
+                 max_passage_words: int | None = 200, scoring: str = "reply") -> None:
         """``structured``: ``auto`` constrains the reply to ``SCORE_SCHEMA`` when the LLM
         supports structured output, ``on`` always (an LLM that cannot raises), ``off`` never.
         ``max_tokens``: default 8 for a free-text reply, 16 for JSON. ``max_passage_words``:
-        the passage's text is cut to this many words in the prompt (None: whole)."""
+        the passage's text is cut to this many words in the prompt (None: whole).
+        ``scoring``: ``reply``, the number the model writes; ``expected``, the rating expected
+        under the model's own probabilities of replying each of 0-10 (``expected_score``; the
+        LLM must score continuations, ``loglikelihood``: ``ValueError`` otherwise; the prompt
+        asks for the number only, ``structured`` does not apply)."""
         if structured not in STRUCTURED_MODES:
             raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, not {scoring!r}")
+        if scoring == "expected" and not llm.supports(LOGLIKELIHOOD):
+            hint = llm.capability_hint(LOGLIKELIHOOD)
+            raise ValueError(f"the llm-expected reranker weighs the model's probability of each rating, and "
+                             f"{llm.name} cannot score a given reply (no loglikelihood){': ' + hint if hint else ''}: "
+                             "use the embedded model, an OpenAI-compatible completions server with "
+                             "?loglikelihood=echo, or the llm reranker")
         self.llm = llm
+        self.scoring = scoring
         self.structured = structured
-        self.use_schema = structured == "on" or (structured == "auto" and llm.supports(STRUCTURED))
+        self.use_schema = scoring == "reply" and (structured == "on" or (structured == "auto" and llm.supports(STRUCTURED)))
         self.max_tokens = max_tokens if max_tokens is not None else (16 if self.use_schema else 8)
         self.max_passage_words = max_passage_words
-        self.name = f"llm:{llm.name}"
+        self.name = f"llm:{llm.name}" if scoring == "reply" else f"llm-expected:{llm.name}"
 
     def prompt(self, query: str, passage: Passage) -> str:
         return RELEVANCE_PROMPT.format(
@@ -282,6 +306,8 @@ class LLMReranker:
     def score(self, query: str, passages: Sequence[Passage]) -> list[float]:
         if not passages:
             return []
+        if self.scoring == "expected":
+            return [self.expected_score(query, p) for p in passages]
         generations = self.llm.map([self.request(query, p) for p in passages])
         parsed = [parse_relevance(g.text) for g in generations]
         unparsed = sum(s is None for s in parsed)
@@ -290,6 +316,30 @@ class LLMReranker:
             if step is not None:
                 step.note("rerank", reranker=self.name, unparsed=unparsed)
         return [UNPARSED_SCORE if s is None else s for s in parsed]
+
+
+    def expected_score(self, query: str, passage: Passage) -> float:
+        """The rating expected under the model's probabilities of replying each of ``RATINGS``
+        to the judge's prompt (the free-text reply form): every rating scored as the whole reply,
+        through the end of the model's turn (``LLMBase.chat_reply``, so that "1" is not "10"
+        begun), in one ``loglikelihoods`` call, the probabilities renormalised over the ratings.
+        A number between 0 and 10 that a passage shares with another only when the model's
+        probabilities tie too."""
+        prompt = self.prompt(query, passage)
+        replies = [self.llm.chat_reply(prompt, str(r)) for r in RATINGS]
+        context = replies[0][0]
+        if any(before != context for before, _ in replies):  # a template that renders the prompt per reply
+            totals = [ll.total for ll in self.llm.map_loglikelihood(replies)]
+        else:
+            totals = [ll.total for ll in self.llm.loglikelihoods(context, [after for _, after in replies])]
+        return expected_rating(totals)
+
+
+def expected_rating(totals: Sequence[float], ratings: Sequence[int] = RATINGS) -> float:
+    """Σ r·p(r) over ``ratings`` with p the softmax of their log-likelihoods ``totals``."""
+    values = np.asarray(totals, dtype=np.float64)
+    weights = np.exp(values - values.max())
+    return float(np.dot(weights / weights.sum(), np.asarray(ratings, dtype=np.float64)))
 
 
 class RerankingRetriever(RetrieverBase):
@@ -392,6 +442,8 @@ def make_reranker(spec: str, *, llm: LLMBase | None = None, embedder: Any | None
     - ``hybrid`` — ``HybridReranker`` with that embedder (the same condition);
     - ``llm`` — ``LLMReranker`` judging with ``llm`` (``ValueError`` when none is given), its
       replies ``structured`` as ``LLMReranker`` takes it;
+    - ``llm-expected`` — ``LLMReranker`` with ``scoring="expected"`` (``ValueError`` without an
+      LLM, or with one that cannot score a reply);
     - ``auto`` — a cached cross-encoder of ``CROSS_ENCODERS``, else ``llm``;
     - a path or ``OWNER/MODEL`` — ``CrossEncoderReranker`` of that model (a local path or a
       name already in the Hugging Face cache; ``ValueError`` / ``ImportError`` when it cannot
@@ -413,4 +465,8 @@ def make_reranker(spec: str, *, llm: LLMBase | None = None, embedder: Any | None
                     "so the llm reranker, which " if spec.strip() == "auto" else "the llm reranker ")
             raise ValueError(f"{auto}needs an LLM to judge relevance (give llm=...)")
         return LLMReranker(llm, structured=structured)
+    if name == "llm-expected":
+        if llm is None:
+            raise ValueError("the llm-expected reranker needs an LLM to judge relevance (give llm=...)")
+        return LLMReranker(llm, structured=structured, scoring="expected")
     return CrossEncoderReranker(name)
