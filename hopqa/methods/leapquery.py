@@ -358,8 +358,9 @@ class LeapQueryConfig(MethodConfig):
     max_subquestions: int = 3
     #: The reranker (``hopqa.retrieval.rerank.make_reranker``): ``auto`` (a cached cross-encoder,
     #: else ``llm``; resolved when the config is made, so the config holds what runs), ``llm``,
-    #: ``llm-expected`` (the judge's expected rating under the model's probabilities), ``hybrid`` (BM25 over the candidates + MiniLM cosine), ``bi-encoder`` (MiniLM cosine: no
-    #: use behind dense retrieval, module docstring), or a cross-encoder model path / name.
+    #: ``llm-expected`` (the judge's expected rating under the model's probabilities), ``hybrid``
+    #: (BM25 over the candidates + MiniLM cosine), ``bi-encoder`` (MiniLM cosine: no use behind
+    #: dense retrieval, module docstring), or a cross-encoder model path / name.
     rerank: str = field(default=DEFAULT_RERANK, metadata={"resource": "model"})
     max_passage_words: int = 120
     gap_tokens: int = field(default=128, metadata={"range": (1, 32768)})

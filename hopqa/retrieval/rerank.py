@@ -50,9 +50,9 @@ Four rerankers share the interface:
 Passages are shown to the cross- and bi-encoder as ``title. text`` (the text alone without a
 title), as dense retrieval embeds them; ``make_reranker(spec)`` builds one from a spec.
 
-Specs (``check_spec``, ``resolve_spec``): ``bi-encoder``, ``hybrid``, ``llm``, ``llm-expected``, ``auto``, or a
-cross-encoder as a local path (absolute, ``./``, ``~/``, or an existing folder) or a Hugging
-Face name ``OWNER/MODEL``; anything else is refused with a ``ValueError`` naming these before
+Specs (``check_spec``, ``resolve_spec``): ``bi-encoder``, ``hybrid``, ``llm``, ``llm-expected``,
+``auto``, or a cross-encoder as a local path (absolute, ``./``, ``~/``, or an existing folder) or
+a Hugging Face name ``OWNER/MODEL``; anything else is refused with a ``ValueError`` naming these before
 any model is loaded. ``auto`` is a sentence-transformers cross-encoder when one of
 ``CROSS_ENCODERS`` (well-known rerankers, cheapest on a CPU first) is in the local Hugging Face
 cache with its weights (``cached_cross_encoder``: nothing is downloaded), else ``llm``. No
@@ -285,7 +285,8 @@ class LLMReranker:
         self.llm = llm
         self.scoring = scoring
         self.structured = structured
-        self.use_schema = scoring == "reply" and (structured == "on" or (structured == "auto" and llm.supports(STRUCTURED)))
+        self.use_schema = scoring == "reply" and (structured == "on" or
+                                                  (structured == "auto" and llm.supports(STRUCTURED)))
         self.max_tokens = max_tokens if max_tokens is not None else (16 if self.use_schema else 8)
         self.max_passage_words = max_passage_words
         self.name = f"llm:{llm.name}" if scoring == "reply" else f"llm-expected:{llm.name}"
@@ -316,7 +317,6 @@ class LLMReranker:
             if step is not None:
                 step.note("rerank", reranker=self.name, unparsed=unparsed)
         return [UNPARSED_SCORE if s is None else s for s in parsed]
-
 
     def expected_score(self, query: str, passage: Passage) -> float:
         """The rating expected under the model's probabilities of replying each of ``RATINGS``
