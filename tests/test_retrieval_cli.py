@@ -94,22 +94,31 @@ def test_eval_open_setting_with_a_hybrid_retriever_and_a_reranker(tmp_path):
     assert r.returncode == 2 and "differs in: search" in r.stderr
 
 
+def _ask_reranked(home, corpus, rerank):
+    """``hopqa ask --json`` on SmolLM2 over ``corpus``, BM25's 3 best reranked by ``rerank``, 2 kept."""
+    r = hopqa("ask", QUESTION, "--corpus", str(corpus), "--rerank", rerank, "--rerank-depth", "3", "--k", "2",
+              "--method", "retrieve-then-read", "--llm", SMOL, "--json", home=home)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _llm_calls(trace):
+    """Every LLM call recorded anywhere in ``trace``."""
+    stack = [trace]
+    while stack:
+        step = stack.pop()
+        yield from step.get("llm_calls") or ()
+        stack.extend(step.get("children") or ())
+
+
 @pytest.mark.slow
 def test_the_llm_reranker_judges_with_the_model_and_its_calls_are_traced(tmp_path, corpus):
     """--rerank llm with SmolLM2: every passage BM25 found is rated by the model in the trace
     (the calls count in the cost), and the search is named after the reranker."""
-    r = hopqa("ask", QUESTION, "--corpus", str(corpus), "--rerank", "llm", "--rerank-depth", "3", "--k", "2",
-              "--method", "retrieve-then-read", "--llm", SMOL, "--json", home=tmp_path)
-    assert r.returncode == 0, r.stderr
-    answer = json.loads(r.stdout)
+    answer = _ask_reranked(tmp_path, corpus, "llm")
     (name,) = _retrievers(answer)
     assert name.startswith("bm25+rerank(llm:") and "smollm2" in name
-    prompts = []
-    stack = [answer["trace"]]
-    while stack:
-        step = stack.pop()
-        prompts += [c["prompt"] for c in step.get("llm_calls") or () if "How useful is this passage" in c.get("prompt", "")]
-        stack.extend(step.get("children") or ())
+    prompts = [c["prompt"] for c in _llm_calls(answer["trace"]) if "How useful is this passage" in c.get("prompt", "")]
     assert 1 <= len(prompts) <= 3 and answer["usage"]["llm_calls"] >= len(prompts) + 1
     assert len(answer["passages"]) <= 2
 
@@ -151,23 +160,12 @@ def test_the_expected_score_llm_reranker_weighs_each_rating_with_the_model(tmp_p
     """--rerank llm-expected with SmolLM2: each passage's score is the rating expected under the
     model's probabilities of the replies 0-10 (one traced loglikelihood call a passage, 11
     continuations through the chat turn's end), between 0 and 10, and nothing is generated for it."""
-    r = hopqa("ask", QUESTION, "--corpus", str(corpus), "--rerank", "llm-expected", "--rerank-depth", "3", "--k", "2",
-              "--method", "retrieve-then-read", "--llm", SMOL, "--json", home=tmp_path)
-    assert r.returncode == 0, r.stderr
-    answer = json.loads(r.stdout)
+    answer = _ask_reranked(tmp_path, corpus, "llm-expected")
     (name,) = _retrievers(answer)
     assert name.startswith("bm25+rerank(llm-expected:") and "smollm2" in name
-    judged, generated = [], []
-    stack = [answer["trace"]]
-    while stack:
-        step = stack.pop()
-        for c in step.get("llm_calls") or ():
-            if "How useful is this passage" in c.get("context", ""):
-                judged.append(c)
-            if "How useful is this passage" in c.get("prompt", ""):
-                generated.append(c)
-        stack.extend(step.get("children") or ())
-    assert 1 <= len(judged) <= 3 and not generated
+    calls = list(_llm_calls(answer["trace"]))
+    judged = [c for c in calls if "How useful is this passage" in c.get("context", "")]
+    assert 1 <= len(judged) <= 3 and not any("How useful is this passage" in c.get("prompt", "") for c in calls)
     for call in judged:
         assert call["type"] == "loglikelihood" and call["context"].endswith("<|im_start|>assistant\n")
         assert call["continuations"] == [f"{r}<|im_end|>\n" for r in range(11)] and len(call["totals"]) == 11
