@@ -563,6 +563,7 @@ def leapquery_rerankers_table(rows: list[dict[str, Any]] | None = None) -> str:
     return _table(["method", "rerank", "n", "Recall@5", "ROUGE-L", "BERTScore", "EM", "F1", "parsed", "LLM calls/q",
                    "retrievals/q", "s/q", "F1 − Retrieve-then-Read [95 %], W / T / L"], map(cells, rows))
 
+
 def eval_stream_table(rows: list[dict[str, Any]] | None = None) -> str:
     """docs/reliability.md: ``benchmarks/eval_stream.py --figures`` (``docs/results/eval-stream.json``,
     a row a run: "before (7026ae7)" from a worktree of that commit, "now"), what a large question
