@@ -557,7 +557,7 @@ def leapquery_rerankers_table(rows: list[dict[str, Any]] | None = None) -> str:
         return [r["method"], r["rerank"], str(r["n"]), *(f"{r[k]:.3f}" if r[k] is not None else "–" for k in LEAPQUERY_METRICS),
                 f"{r['parse_rate']:.1%}" if r["parse_rate"] is not None else "–", f"{r['llm_calls_per_q']:.1f}",
                 f"{r['retrieval_calls_per_q']:.1f}", f"{r['seconds_per_q']:.0f}",
-                f"{c['diff']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}], {c['wins']} / {c['ties']} / {c['losses']}"
+                f"{signed(c['diff'])} [{signed(c['low'])}, {signed(c['high'])}], {c['wins']} / {c['ties']} / {c['losses']}"
                 if c is not None else "–"]
 
     return _table(["method", "rerank", "n", "Recall@5", "ROUGE-L", "BERTScore", "EM", "F1", "parsed", "LLM calls/q",
@@ -751,9 +751,10 @@ def retrieve_then_read_figures() -> str:
         r = recorded_row(f"recorded-tree-of-reviews-{name}", rtr)
         add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, Recall@15 {r['Recall@15']}, {r['s/q']} s/q",
             "[Tree of Reviews](../benchmarks/tree-of-reviews.md)")
-    r = recorded_row("recorded-leapquery-rerankers", rtr)
+    r = next(row for row in _figure_rows("leapquery-rerankers") if row["method"] == rtr)
     add("MuSiQue dev, open (MiniLM dense, `--support-k 5`)", r["n"],
-        ", ".join(f"{k} {r[k]}" for k in ("Recall@5", "ROUGE-L", "BERTScore", "EM", "F1")) + f", {r['s/q']} s/q",
+        ", ".join(f"{name} {r[key]:.3f}" for name, key in zip(("Recall@5", "ROUGE-L", "BERTScore", "EM", "F1"),
+                                                              LEAPQUERY_METRICS)) + f", {r['seconds_per_q']:.0f} s/q",
         "[LeapQuery](leapquery.md)")
     r = interval_cells()[rtr]
     add("MuSiQue dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}",
@@ -791,6 +792,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "eval-stream": eval_stream_table,
     "rerank": rerank_table,
     "loglikelihood": loglikelihood_table,
+    "leapquery-rerankers": leapquery_rerankers_table,
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))
