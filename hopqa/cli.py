@@ -120,10 +120,11 @@ MODEL_OPTIONS: dict[str, dict[str, Any]] = {
     "--retriever": {"choices": ("bm25", "dense", "hybrid"),
                     "help": "how --corpus (or the demo corpus) is searched: bm25 (default), dense (all-MiniLM-L6-v2 + "
                             "faiss) or hybrid (reciprocal rank fusion of both); indexed once, cached in <home>"},
-    "--rerank": {"metavar": "MODEL|auto|hybrid|bi-encoder|llm", "type": _rerank_spec,
+    "--rerank": {"metavar": "MODEL|auto|hybrid|bi-encoder|llm|llm-expected", "type": _rerank_spec,
                  "help": "rerank every retrieval: a cross-encoder (a local path or cached name), auto (a cached "
                          "cross-encoder, else llm), hybrid (BM25 over the candidates fused with the MiniLM cosine), "
-                         "bi-encoder (MiniLM cosine) or llm (the --llm model rates each passage)"},
+                         "bi-encoder (MiniLM cosine), llm (the --llm model rates each passage) or llm-expected (its "
+                         "rating expected under the model's probabilities of each; needs loglikelihood)"},
     "--rerank-depth": {"type": COUNT, "default": 20,
                        "help": "passages retrieved for the reranker, which keeps the best --k (default 20)"},
     "--k": {"type": COUNT, "help": "passages per retrieval (1 or more)"},
