@@ -541,7 +541,9 @@ class LlamaCppLLM(LLMBase):
 
     def _score_after(self, ctx_tokens: list[int], conts: list[list[int]]) -> list[list[float]]:
         """Log-probabilities of each of ``conts`` after ``ctx_tokens``, the context evaluated
-        once (``_score_continuations``; without logits_all)."""
+        once (without logits_all): ``Llama.eval`` keeps the last token's row only, so the
+        context's last row scores each continuation's first token, and the rest of it is
+        evaluated in batches that ask llama.cpp for every token's row (``_eval_rows``)."""
         llm = self._llm
         n = len(ctx_tokens)
         cancel = current_cancel_event()
@@ -563,25 +565,14 @@ class LlamaCppLLM(LLMBase):
 
     def _score_tokens(self, tokens: list[int], start: int) -> list[float]:
         """Log-probabilities of tokens[start:], each given all tokens before it."""
+        if not self.config.logits_all:
+            return self._score_after(tokens[:start], [tokens[start:]])[0]
         llm = self._llm
         self._reuse_blocks(tokens, limit=start)
-        if self.config.logits_all:
-            llm.eval(tokens[llm.n_tokens:])
-            self._canonical = self._whole_blocks(len(tokens))
-            rows = np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)
-            return _log_softmax_pick(rows, tokens[start:])
-        # Without logits_all ``Llama.eval`` keeps the last token's row only: the context's last
-        # row scores the first continuation token, and the rest of the continuation is evaluated
-        # in batches that ask llama.cpp for every token's row (``_eval_rows``).
-        cancel = current_cancel_event()
-        self._eval_blocks(tokens, self._whole_blocks(start), cancel)
-        llm.eval(tokens[llm.n_tokens:start])
-        self._canonical = self._whole_blocks(start)
-        check_cancelled(cancel)
-        n_vocab = llm.n_vocab()
-        last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,))
-        values = _log_softmax_pick(np.asarray(last, dtype=np.float64)[None, :], [tokens[start]])
-        return values + self._eval_rows(tokens[start:-1], tokens[start + 1:], cancel)
+        llm.eval(tokens[llm.n_tokens:])
+        self._canonical = self._whole_blocks(len(tokens))
+        rows = np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)
+        return _log_softmax_pick(rows, tokens[start:])
 
     def _eval_rows(self, tokens: list[int], targets: list[int], cancel: threading.Event | None) -> list[float]:
         """Evaluate ``tokens`` after those in the context, ``ROWS_PER_BATCH`` (at most ``block``)
