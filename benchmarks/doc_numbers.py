@@ -40,16 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
+# benchmarks/doc_tables.py (the script's folder is on sys.path): the docs' root, the 30-question
+# MuSiQue runs of the intervals page, and the markers of a rendered table (its check's)
+from doc_tables import DOCS, MARKED, MUSIQUE30, ROOT
+
 RESULTS = DOCS / "results"
 TRANSCRIBED = RESULTS / "transcribed-comparisons.json"
-#: The 30-question MuSiQue runs of the intervals page (``benchmarks/doc_tables.py``'s ``MUSIQUE30``).
-MUSIQUE30 = ROOT / "tests" / "fixtures" / "qwen_musique30.json.gz"
 #: The per-question metrics of ``MUSIQUE30`` the intervals page compares.
 MUSIQUE30_METRICS = ("f1", "em", "support_recall")
-#: A rendered table (``benchmarks/doc_tables.py`` checks those against their results).
-TABLE = re.compile(r"<!-- table: .*?-->.*?<!-- /table -->", re.DOTALL)
 #: A signed difference and its interval: ``+0.087 [+0.003, +0.189]``, ``−0.050 [−0.133, 0.000]``;
 #: then, when the docs give them, its p-value and its wins / ties / losses:
 #: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``.
@@ -120,7 +118,7 @@ def _float(text: str) -> float:
 def quotes_in(page: Path, text: str | None = None) -> list[Quote]:
     """The quoted differences of ``page`` (or of ``text`` as that page), outside its rendered tables."""
     text = page.read_text(encoding="utf-8") if text is None else text
-    text = TABLE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    text = MARKED.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # the tables: doc_tables' check
     found = []
     for m in QUOTE.finditer(text):  # a quote may wrap: its line is the one it starts on
         interval = (m["diff"], m["low"], m["high"])

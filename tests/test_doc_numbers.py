@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _doc_numbers():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # as when run as a script: it imports doc_tables
     spec = importlib.util.spec_from_file_location("doc_numbers", ROOT / "benchmarks" / "doc_numbers.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
