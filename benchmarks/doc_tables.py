@@ -414,7 +414,7 @@ def overhead_table() -> str:
     ``docs/results/overhead-*.json``, a row per harness and method (1 and 8 workers)."""
     lines = [("| harness | method | peers rank by | questions | per LLM call | 1 → 8 workers, after start-up "
               "| start-up | end | cached re-run, 1 worker (% of first) |"), "|" + "---|" * 9]
-    for path in sorted((DOCS / "results").glob("overhead-*.json")):
+    for path in sorted((DOCS / "results").glob("overhead-[0-9]*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         about = data["about"]
         ranking = "bm25s" if about["peer_ranking"] == "bm25" else "shared words"
@@ -428,6 +428,34 @@ def overhead_table() -> str:
             ranks = ranking if harness != "hopqa" else "(its BM25)"
             lines.append(f"| {harness} | {method} | {ranks} | {about['questions']} | {one['overhead_ms']:.1f} ms "
                          f"| {speedup} | {one['start']:.2f} s | {one['end']:.2f} s | {cached} |")
+    return "\n".join(lines) + "\n"
+
+
+def overhead_history_table() -> str:
+    """docs/benchmarks/speed.md: the runs of ``benchmarks/eval_overhead.py --checkout ... --figures``
+    in ``docs/results/overhead-history-*.json`` (hopqa at several commits and the peers, side by side
+    in each run), a row per harness with the range over the runs of each figure (one value where
+    the runs agree to the figure's precision)."""
+    runs = [json.loads(p.read_text(encoding="utf-8"))["rows"]
+            for p in sorted((DOCS / "results").glob("overhead-history-*.json"))]
+
+    def spread(values: list[float], form: str, unit: str = "") -> str:
+        low, high = (format(v, form) for v in (min(values), max(values)))
+        return f"{low}{unit}" if low == high else f"{low}–{high}{unit}"
+
+    lines = ["| harness | runs | per LLM call | 1 → 8 workers, after start-up | start-up | end "
+             "| cached re-run, 1 worker (% of first) |", "|" + "---|" * 7]
+    for harness in dict.fromkeys(r["harness"] for rows in runs for r in rows):
+        ones = [r for rows in runs for r in rows if r["harness"] == harness and r["workers"] == 1]
+        eights = [r for rows in runs for r in rows if r["harness"] == harness and r["workers"] == 8]
+        cached = [r for r in ones if r["cached_wall"] is not None]
+        again = (spread([r["cached_wall"] for r in cached], ".2f", " s")
+                 + f" ({spread([100 * r['cached_wall'] / r['wall'] for r in cached], '.1f', ' %')})"
+                 if cached else "– (no cache)")
+        lines.append(f"| {harness} | {len(ones)} | {spread([r['overhead_ms'] for r in ones], '.1f', ' ms')} "
+                     f"| {spread([r['speedup_after_start'] for r in eights], '.2f', '×') if eights else '–'} "
+                     f"| {spread([r['start'] for r in ones], '.2f', ' s')} | {spread([r['end'] for r in ones], '.2f', ' s')} "
+                     f"| {again} |")
     return "\n".join(lines) + "\n"
 
 
@@ -786,6 +814,7 @@ TABLES: dict[str, Callable[[], str]] = {
     **{f"foundation-{part}": (lambda part=part: foundation_table(part)) for part in ("bm25", "llm", "cache")},
     "retrieval-milvus": lambda: retrieval_recall_table("milvus"),
     "overhead": overhead_table,
+    "overhead-history": overhead_history_table,
     "call-layers": call_layers_table,
     "decode-batch": decode_batch_table,
     "batched-samples": batched_samples_table,

@@ -5,6 +5,7 @@ fixed delay (no model, no network).
     .venv/bin/python benchmarks/eval_overhead.py [--delay 0.2] [--limit 64] [--workers 1,8]
         [--methods retrieve-then-read,self-ask] [--dataset hotpotqa] [--peers dspy,sdk]
         [--peer-python /path/to/venv-with-dspy/bin/python] [--peer-ranking overlap|bm25] [--figures FILE]
+        [--checkout NAME=PATH ...]
 
 For each method and worker count, ``hopqa eval`` runs as a subprocess on the first ``--limit``
 shipped dev questions (distractor setting) twice with the same ``--home``: a first run, whose
@@ -38,8 +39,10 @@ average, and the command (``docs/results/overhead-*.json`` are such files, which
 
 The server is ``tests/fault_server.py``'s ``FaultServer`` (imported by path) with no faults.
 Figures depend on the machine and on its load: run nothing else meanwhile and quote the load
-average (printed with the machine). ``PYTHONPATH`` chooses the hopqa that runs (e.g. a
-``git worktree`` of an older commit, to compare).
+average (printed with the machine). ``PYTHONPATH`` chooses the hopqa that runs; ``--checkout
+NAME=PATH`` (repeatable) runs the hopqa of each checkout instead, one after the other in the same
+run against the same server, its rows named ``hopqa NAME`` with the checkout's commit (e.g. a ``git
+worktree`` of an older commit beside ``now=.``: ``docs/results/overhead-history-*.json``).
 """
 
 from __future__ import annotations
@@ -91,22 +94,46 @@ def timed_server(fault_server: Any, delay: float) -> Any:
     return TimedServer()
 
 
-def clean_env() -> dict[str, str]:
+def clean_env(checkout: Path | None = None) -> dict[str, str]:
     """The environment of the measured processes: no hopqa or OpenAI settings, and Python's
     bytecode cache written as on a user's machine (``PYTHONDONTWRITEBYTECODE``, set in some
-    containers, would make every run compile its modules again: ~0.13 s of a cached re-run)."""
+    containers, would make every run compile its modules again: ~0.13 s of a cached re-run);
+    with ``checkout``, its hopqa first on ``PYTHONPATH``."""
     drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HOPQA_HOME", "HOPQA_LLM", "HOPQA_JUDGE", "HOPQA_DATA_DIR",
             "PYTHONDONTWRITEBYTECODE")
-    return {k: v for k, v in os.environ.items() if k not in drop}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if checkout is not None:
+        env["PYTHONPATH"] = str(checkout)
+    return env
 
 
-def run_eval(server: Any, method: str, workers: int, home: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One ``hopqa eval`` subprocess; its wall time and what the server saw."""
+def checkouts(specs: list[str]) -> list[tuple[str, Path | None]]:
+    """``--checkout NAME=PATH`` as (the rows' harness name with the checkout's commit, the path);
+    none given: the hopqa ``PYTHONPATH`` (or the installation) gives, named ``hopqa``."""
+    if not specs:
+        return [("hopqa", None)]
+    found = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        where = Path(path).resolve()
+        if not sep or not name or not (where / "hopqa" / "__init__.py").is_file():
+            raise SystemExit(f"--checkout {spec!r}: expected NAME=PATH, PATH a checkout with hopqa/ in it")
+        commit = subprocess.run(["git", "-C", str(where), "rev-parse", "--short=7", "HEAD"], capture_output=True,
+                                text=True, check=False).stdout.strip()
+        found.append((f"hopqa {name}" + (f" ({commit})" if commit else ""), where))
+    return found
+
+
+def run_eval(server: Any, method: str, workers: int, home: Path, out: Path, args: argparse.Namespace,
+             checkout: Path | None = None) -> dict[str, Any]:
+    """One ``hopqa eval`` subprocess (of ``checkout``'s hopqa if given); its wall time and what the
+    server saw."""
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", args.dataset, "--split", "dev",
            "--setting", "distractor", "--method", method, "--limit", str(args.limit),
            "--llm", f"openai:fake@{server.url}?timeout=30", "--workers", str(workers),
            "--home", str(home), "--out", str(out), "--no-progress"]
-    return timed(server, cmd, out.parent, args.delay)  # cwd not the checkout: PYTHONPATH (or the installed hopqa)
+    # cwd not the checkout: PYTHONPATH (or the installed hopqa)
+    return timed(server, cmd, out.parent, args.delay, clean_env(checkout))
 
 
 def run_peer(server: Any, peer: str, workers: int, questions: Path, cache: Path, args: argparse.Namespace
@@ -115,16 +142,16 @@ def run_peer(server: Any, peer: str, workers: int, questions: Path, cache: Path,
     cmd = [args.peer_python, str(ROOT / "benchmarks" / "overhead_peers.py"), peer, "--url", server.url + "/v1",
            "--questions", str(questions), "--workers", str(workers), "--cache-dir", str(cache),
            "--ranking", args.peer_ranking]
-    return timed(server, cmd, questions.parent, args.delay)
+    return timed(server, cmd, questions.parent, args.delay, clean_env())
 
 
-def timed(server: Any, cmd: list[str], cwd: Path, delay: float) -> dict[str, Any]:
+def timed(server: Any, cmd: list[str], cwd: Path, delay: float, env: dict[str, str]) -> dict[str, Any]:
     """Run ``cmd``; its wall time, the server's first request after start (``start``), the
     time from the last reply to the exit (``end``) and, for sequential calls, the time between
     two requests beyond the server's delay (``overhead``)."""
     server.reset()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), check=False, timeout=1800, cwd=cwd)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=1800, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -182,7 +209,11 @@ def main() -> None:
     ap.add_argument("--peer-ranking", choices=("overlap", "bm25"), default="overlap",
                     help="how the peers rank a question's paragraphs: by shared words, or with bm25s and "
                          "PyStemmer as hopqa's BM25 does (installed beside the peer)")
+    ap.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
+                    help="run the hopqa of this checkout (e.g. a git worktree of an older commit), its rows named "
+                         "'hopqa NAME (commit)'; repeatable, in order; default: the hopqa PYTHONPATH gives")
     args = ap.parse_args()
+    harnesses = checkouts(args.checkout)
     peers = [p for p in args.peers.split(",") if p]
     workers = [int(w) for w in args.workers.split(",") if w]
     methods = [m for m in args.methods.split(",") if m]
@@ -193,22 +224,25 @@ def main() -> None:
     print(f"# machine: {machine()}")
     if peers:
         print(f"# the peers rank a question's paragraphs by {'bm25s' if args.peer_ranking == 'bm25' else 'shared words'}")
-    where = subprocess.run([sys.executable, "-c", "import hopqa; print(hopqa.__file__)"], capture_output=True,
-                           text=True, env=clean_env(), cwd=tempfile.gettempdir(), check=False).stdout.strip()
-    print(f"# hopqa from: {Path(where).parent if where else '?'}\n")
+    for harness, checkout in harnesses:
+        where = subprocess.run([sys.executable, "-c", "import hopqa; print(hopqa.__file__)"], capture_output=True,
+                               text=True, env=clean_env(checkout), cwd=tempfile.gettempdir(), check=False).stdout.strip()
+        print(f"# {harness} from: {Path(where).parent if where else '?'}")
+    print()
     print("| harness | method | workers | calls | first run s | start s | end s | overhead ms/call | speed-up "
           "| after start | cached re-run s | cached % of first |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         with tempfile.TemporaryDirectory(prefix="hopqa-overhead-") as tmp:
-            for method in methods:
+            for (harness, checkout), method in ((h, m) for h in harnesses for m in methods):
                 rows: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = []
                 for w in workers:
-                    home = Path(tmp) / f"home-{method}-{w}"
-                    first = run_eval(server, method, w, home, Path(tmp) / f"out-{method}-{w}-first", args)
-                    cached = run_eval(server, method, w, home, Path(tmp) / f"out-{method}-{w}-cached", args)
+                    run = Path(tmp) / f"{len(FIGURES)}-{method}-{w}"
+                    run.mkdir()
+                    first = run_eval(server, method, w, run / "home", run / "first", args, checkout)
+                    cached = run_eval(server, method, w, run / "home", run / "cached", args, checkout)
                     rows.append((w, first, cached))
-                print_rows("hopqa", method, rows)
+                print_rows(harness, method, rows)
             questions = write_questions(args, Path(tmp) / "questions.json") if peers else None
             for peer in peers:
                 if not peer_available(args.peer_python, peer, args.peer_ranking):

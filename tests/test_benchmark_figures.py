@@ -438,3 +438,22 @@ def test_loglikelihood_scores_the_same_pairs_token_by_token_and_in_batches(tmp_p
     assert one["tokens_per_pair"] == batched["tokens_per_pair"] > 5
     assert (one["speedup"], one["max_diff"]) == (1.0, 0.0) and batched["speedup"] > 0 and 0 < batched["max_diff"] < 1
     assert "| 64 | 4 |" in done.stdout
+
+
+def test_eval_overhead_runs_each_checkout_under_its_own_name(tmp_path):
+    """``eval_overhead.py --checkout NAME=PATH``: the hopqa of each checkout answers in turn
+    against the same server, its rows named with the checkout's commit; a path without hopqa
+    in it is refused before anything runs."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    done = _run("eval_overhead.py", "--limit", "2", "--delay", "0.01", "--methods", "retrieve-then-read",
+                "--peers", "", "--checkout", f"a={ROOT}", "--checkout", f"b={ROOT}",
+                "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"# hopqa a ({commit}) from: {ROOT / 'hopqa'}" in done.stdout
+    rows = json.loads((tmp_path / "f.json").read_text())["rows"]
+    assert [(r["harness"], r["workers"], r["calls"]) for r in rows] == [
+        (f"hopqa {name} ({commit})", w, 2) for name in "ab" for w in (1, 8)]
+    assert all(r["cached_wall"] > 0 for r in rows)
+    refused = _run("eval_overhead.py", "--checkout", f"x={tmp_path}", cwd=tmp_path)
+    assert refused.returncode != 0 and "PATH a checkout with hopqa/ in it" in refused.stderr

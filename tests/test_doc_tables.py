@@ -178,6 +178,28 @@ def test_the_embedded_models_batching_tables_compute_their_ratios_from_the_rows(
     assert tables.batched_samples_table([row]).splitlines()[2] == "| 2 | 6 | 12.4 | 11.3 | 0.91× | 1,234 / 2,468 | 2 / 12 | 12 / 12 |"
 
 
+def test_the_overhead_history_gives_each_harness_its_range_over_the_runs(tmp_path, monkeypatch):
+    """``overhead-history``: a row per harness in the order of the runs, each figure's range over
+    the runs (one value where they agree to its precision), no cache column for a harness without."""
+    tables = _doc_tables()
+    (tmp_path / "results").mkdir()
+
+    def row(harness, workers, overhead, speedup, cached, wall=10.0):
+        return {"harness": harness, "method": "retrieve-then-read", "workers": workers, "calls": 64, "wall": wall,
+                "start": 1.0, "end": 0.1, "overhead_ms": overhead if workers == 1 else None, "speedup": speedup,
+                "speedup_after_start": speedup, "cached_wall": cached}
+
+    for i, (overhead, cached) in enumerate([(11.04, 0.5), (12.5, 0.7)]):
+        rows = [row("hopqa before (abc1234)", 1, overhead, 1.0, cached), row("hopqa before (abc1234)", 8, None, 6.5, cached),
+                row("sdk", 1, 5.0, 1.0, None), row("sdk", 8, None, 7.0 + i / 1000, None)]
+        (tmp_path / "results" / f"overhead-history-{i + 1}.json").write_text(json.dumps({"about": {}, "rows": rows}))
+    (tmp_path / "results" / "overhead-1-x.json").write_text("not read by this table")
+    monkeypatch.setattr(tables, "DOCS", tmp_path)
+    assert tables.overhead_history_table().splitlines()[2:] == [
+        "| hopqa before (abc1234) | 2 | 11.0–12.5 ms | 6.50× | 1.00 s | 0.10 s | 0.50–0.70 s (5.0–7.0 %) |",
+        "| sdk | 2 | 5.0 ms | 7.00× | 1.00 s | 0.10 s | – (no cache) |"]
+
+
 def test_the_eval_stream_table_says_whether_ctrl_c_ended_the_run():
     tables = _doc_tables()
     killed = {"label": "before (x)", "first_s": 134.9, "peak_mb": 3384.2, "exit_s": None, "exit_timeout": 60.0,
