@@ -234,10 +234,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         with tempfile.TemporaryDirectory(prefix="hopqa-overhead-") as tmp:
-            for (harness, checkout), method in ((h, m) for h in harnesses for m in methods):
+            for i, ((harness, checkout), method) in enumerate((h, m) for h in harnesses for m in methods):
                 rows: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = []
                 for w in workers:
-                    run = Path(tmp) / f"{len(FIGURES)}-{method}-{w}"
+                    run = Path(tmp) / f"{i}-{method}-{w}"
                     run.mkdir()
                     first = run_eval(server, method, w, run / "home", run / "first", args, checkout)
                     cached = run_eval(server, method, w, run / "home", run / "cached", args, checkout)
