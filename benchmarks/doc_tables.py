@@ -511,8 +511,9 @@ def rerank_table(files: list[list[dict[str, Any]]] | None = None) -> str:
     """docs/retrieval.md: ``benchmarks/rerank.py --figures``, one file per version of the LLM
     judge's prompt (``docs/results/rerank-shown-7.json``, the form that showed a score, then
     ``docs/results/rerank.json``, then the expected-score judge's ``rerank-expected.json``; or
-    ``files``, each a list of rows as that script measured them): per dataset and reranker, Recall@5 of the gold supporting paragraphs, how often the kept set
-    changed and the top 5 all tied, the distinct scores and the scores given most often."""
+    ``files``, each a list of rows as that script measured them): per dataset and reranker,
+    Recall@5 of the gold supporting paragraphs, how often the kept set changed and the top 5 all
+    tied, the distinct scores and the scores given most often."""
     files = files if files is not None else [_figure_rows(name) for name in ("rerank-shown-7", "rerank", "rerank-expected")]
     lines = ["| dataset | reranker | LLM reply form | n | Recall@5 | kept set changed | top 5 all tied "
              "| distinct scores / q | most given | s / q |", "|" + "---|" * 10]
