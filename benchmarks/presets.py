@@ -33,6 +33,11 @@ Retrieve-then-Read, and each preset against its defaults; each run's F1 by quest
 docs' tables: ``--merge-into docs/results/presets.json --merge-note "what ran and why"`` merges a
 run's figures into it (``merge_figures``: runs and comparisons replaced by label or added, the
 merge recorded under ``about.merged``).
+
+A measurement too long for one sitting is made in parts: ``--skip 10 --limit 10`` answers
+questions 11 to 20 (``hopqa eval --skip``), and ``--merge-into ... --extend`` joins each run of
+that part to the stored run of its label (F1 and seconds by id joined, every comparison paired
+again), so that a run whose records are gone still grows to 30 questions.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ def llm_spec(spec: str, method: str) -> str:
 
 def run(args: argparse.Namespace, dataset: str, setting: str, method: str, variant: str) -> None:
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", dataset, "--split", "dev", "--setting", setting,
-           "--limit", str(args.limit), "--llm", llm_spec(args.llm, method), "--method", method, "--out", str(Path(args.out) / variant),
+           "--limit", str(args.limit), "--skip", str(args.skip), "--llm", llm_spec(args.llm, method), "--method", method, "--out", str(Path(args.out) / variant),
            "--no-progress", "--no-cache"]
     if variant != "defaults":
         cmd += ["--preset", variant]
@@ -110,11 +115,16 @@ def f1_by_id(path: Path) -> dict[str, float]:
     return {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records_of(path).items()}
 
 
+def seconds_by_id(path: Path) -> dict[str, float]:
+    """A run's seconds per question, by id."""
+    return {qid: float((r.get("usage") or {}).get("seconds") or 0.0) for qid, r in records_of(path).items()}
+
+
 def median_seconds(path: Path) -> float | None:
     """The median of a run's seconds per question (None without records)."""
     import statistics
 
-    seconds = [float((r.get("usage") or {}).get("seconds") or 0.0) for r in records_of(path).values()]
+    seconds = list(seconds_by_id(path).values())
     return statistics.median(seconds) if seconds else None
 
 
@@ -135,7 +145,7 @@ def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
     labels = {r["label"]: variant_label(r["method"], Path(r["run"])) for r in rows}
     runs = [{"label": labels[r["label"]], "method": r["method"], "n": r["n"], "asked": r["asked"],
              "partial": r["partial"], "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
-             "f1_by_id": f1_by_id(Path(r["run"]))}
+             "f1_by_id": f1_by_id(Path(r["run"])), "seconds_by_id": seconds_by_id(Path(r["run"]))}
             for r in rows]
     comparisons = [{**{k: c[k] for k in COMPARISON_FIELDS}, "method": labels.get(c["method"], c["method"])}
                    for c in data["comparisons"] if c["stratum"] == "all" and c["metric"] == "f1"]
@@ -216,7 +226,7 @@ def _paired(c: Comparison, label: str) -> dict:
     return {**{k: getattr(c, k) for k in COMPARISON_FIELDS}, "method": label}
 
 
-def merge_figures(new: dict, into: Path, what: str) -> list[str]:
+def merge_figures(new: dict, into: Path, what: str, extend: bool = False) -> list[str]:
     """Merge the figures ``new`` (this script's) into the figures file ``into``, table by dataset
     and setting: a run replaces the run of the same label or is added, as do its comparisons;
     a replaced run's old comparison with Retrieve-then-Read goes with it (one the new figures
@@ -227,6 +237,12 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
     to 30 questions while the preset's run is no longer on disk) is paired again from their F1
     by id, unless ``new`` brings that comparison; one never made (the defaults of a preset
     whose run is no longer on disk, measured later) is made from them.
+    With ``extend``, ``new`` holds parts of runs already stored (their next questions, measured
+    with ``--skip`` after the first part's records were gone): a stored run of the same label is
+    joined with its part (``extended_run``) instead of replaced, and every comparison of a run
+    extended is paired again from the joined F1 by id (the part's own comparisons, on its
+    questions alone, are left out). A Retrieve-then-Read run replaced or extended takes every
+    comparison with it: each is paired again.
     ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
     run and why). Written atomically; the lines describing each change are returned."""
     old = json.loads(into.read_text(encoding="utf-8"))
@@ -239,12 +255,19 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
             log.append(f"added the table {key[0]}, {key[1]}")
             continue
         replaced = {r["label"] for r in table["runs"]}  # their old comparisons went with their old F1
-        cur["vs_retrieve_then_read"] = [c for c in cur["vs_retrieve_then_read"] if c["method"] not in replaced]
+        cur["vs_retrieve_then_read"] = [c for c in cur["vs_retrieve_then_read"]
+                                        if c["method"] not in replaced and "retrieve-then-read" not in replaced]
+        if extend:  # a part's comparisons are on its questions alone: all are paired again below
+            table = {**table, "vs_retrieve_then_read": [], "preset_vs_defaults": []}
         for field, name in (("runs", "label"), ("vs_retrieve_then_read", "method"), ("preset_vs_defaults", "method")):
             where = {item[name]: i for i, item in enumerate(cur[field])}
             for item in table[field]:
                 verb = "replaced" if item[name] in where else "added"
-                if item[name] in where:
+                if item[name] in where and extend and field == "runs":
+                    i = where[item[name]]
+                    item = cur[field][i] = extended_run(cur[field][i], item)
+                    verb = "extended"
+                elif item[name] in where:
                     cur[field][where[item[name]]] = item
                 else:
                     cur[field].append(item)
@@ -289,11 +312,40 @@ def merge_figures(new: dict, into: Path, what: str) -> list[str]:
     return log
 
 
+def extended_run(stored: dict, part: dict) -> dict:
+    """The run ``stored`` joined with ``part``, its next questions measured apart (``--skip``):
+    F1 and seconds by id joined (a question in both keeps the part's), F1 their mean, the
+    median seconds over the questions whose seconds are known (``median_seconds_n`` says how
+    many when some are not: runs stored before their seconds by id were kept). ``ValueError``
+    when either has no F1 by id or they are different methods."""
+    import statistics
+
+    if "f1_by_id" not in stored or "f1_by_id" not in part:
+        raise ValueError(f"cannot extend {stored['label']}: no F1 by id in the stored run or in its part")
+    if stored["method"] != part["method"]:
+        raise ValueError(f"cannot extend {stored['label']} ({stored['method']}) with a run of {part['method']}")
+    f1 = {**stored["f1_by_id"], **part["f1_by_id"]}
+    seconds = {q: t for q, t in {**stored.get("seconds_by_id", {}), **part.get("seconds_by_id", {})}.items()
+               if q in f1}
+    shared = len(stored["f1_by_id"].keys() & part["f1_by_id"].keys())
+    asked = stored["asked"] + part["asked"] - shared
+    run = {**stored, "n": len(f1), "asked": asked, "partial": len(f1) < asked or stored["partial"] or part["partial"],
+           "f1": sum(f1.values()) / len(f1), "median_seconds": statistics.median(seconds.values()) if seconds else None,
+           "f1_by_id": f1, "seconds_by_id": seconds}
+    run.pop("median_seconds_n", None)
+    if seconds and len(seconds) < len(f1):
+        run["median_seconds_n"] = len(seconds)
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default="musique,hotpotqa,2wikimultihopqa")
     ap.add_argument("--settings", default="distractor,open")
     ap.add_argument("--limit", type=int, default=30)
+    ap.add_argument("--skip", type=int, default=0,
+                    help="leave out the first S questions (hopqa eval --skip): a part of a longer measurement, "
+                         "joined to the runs measured before with --merge-into ... --extend")
     ap.add_argument("--methods", default="hgot,gensco-stop,self-dc,leapquery,tor")
     ap.add_argument("--baselines", default="retrieve-then-read,ircot")
     ap.add_argument("--variants", default=f"defaults,{PRESET}",
@@ -306,6 +358,9 @@ def main() -> None:
                     help="then merge them into this figures file (docs/results/presets.json): runs and comparisons "
                          "replaced by label or added, the merge recorded in its about.merged")
     ap.add_argument("--merge-note", default="", help="what was run and why, for about.merged (with --merge-into)")
+    ap.add_argument("--extend", action="store_true",
+                    help="with --merge-into: a stored run of the same label is extended by these runs' questions "
+                         "(a part measured with --skip), not replaced; its comparisons are paired again")
     args = ap.parse_args()
     datasets, settings, methods = _names(args.datasets), _names(args.settings), _names(args.methods)
     baselines = _names(args.baselines)
@@ -325,7 +380,8 @@ def main() -> None:
     figures = report(args, datasets, settings, methods)
     if args.merge_into:
         new = json.loads(figures.read_text(encoding="utf-8"))
-        for line in merge_figures(new, Path(args.merge_into), args.merge_note or new["about"]["command"]):
+        for line in merge_figures(new, Path(args.merge_into), args.merge_note or new["about"]["command"],
+                                  extend=args.extend):
             print(line)
     print(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -91,6 +92,8 @@ def _number(kind: type, low: float | None = None, high: float | None = None,
 
 #: ``--k``, ``--workers``, ``--limit``: 1 or more.
 COUNT = _number(int, low=1)
+#: ``eval --skip``: 0 or more.
+SKIP = _number(int, low=0)
 
 
 def _grid(text: str) -> list[float]:
@@ -438,12 +441,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     def questions() -> Iterator[Any]:
         """The questions, as a stream read while the run answers (a file of any size starts at once)."""
-        return iter_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
+        stream = iter_dataset(args.dataset, args.split, data_dir=args.data_dir, limit=end, home=home)
+        return itertools.islice(stream, skip, None) if skip else stream
 
+    skip = getattr(args, "skip", 0) or 0  # (calibrate runs eval without it)
+    end = None if args.limit is None else skip + args.limit  # --skip S --limit N: questions S+1 to S+N
     first = next(questions(), None)
     if first is None:
-        raise UsageError(f"no questions to evaluate in {args.dataset} ({args.split})")
-    total = count_examples(args.dataset, args.split, data_dir=args.data_dir, limit=args.limit, home=home)
+        raise UsageError(f"no questions to evaluate in {args.dataset} ({args.split})"
+                         + (f" after the first {skip} (--skip)" if skip else ""))
+    total = count_examples(args.dataset, args.split, data_dir=args.data_dir, limit=end, home=home)
+    total = None if total is None else max(0, total - skip)
     dataset = first.dataset
     options = {m: resolve_options(m, options[m], dataset) for m in names}  # e.g. GenSco's shots per dataset
     if args.setting == "distractor" and not first.paragraphs and retrieving:
@@ -859,6 +867,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--setting", default="distractor", help="distractor (own paragraphs) or open (pooled corpus)")
     ev.add_argument("--method", "-m", required=True, help="method name(s), comma-separated")
     ev.add_argument("--limit", type=COUNT, help="first N questions only")
+    ev.add_argument("--skip", type=SKIP, default=0, metavar="S",
+                    help="leave out the first S questions (with --limit N: questions S+1 to S+N), to split a long "
+                         "evaluation into parts run apart (default 0)")
     ev.add_argument("--judge", help="LLM spec of the judge for the Acc metric (default $HOPQA_JUDGE; optional)")
     ev.add_argument("--support-k", type=COUNT, metavar="K",
                     help="supporting-paragraph recall over the first K passages a method used (Recall@K, e.g. 5 for "

@@ -116,6 +116,7 @@ CASES = [
     Case("eval-workers-negative", [*EVAL, "--workers", "-3"], ["argument --workers: expected a whole number"]),
     Case("eval-k-zero", [*EVAL, "--k", "0"], ["argument --k: expected a whole number of at least 1"]),
     Case("eval-limit-zero", [*EVAL, "--limit", "0"], ["argument --limit: expected a whole number of at least 1"]),
+    Case("eval-skip-negative", [*EVAL, "--skip", "-1"], ["argument --skip: expected a whole number of at least 0"]),
     Case("eval-set-k", ["eval", "--dataset", "musique", "--method", "retrieve-then-read", "--set", "k=-3"],
          ["--set k=-3: option k must be at least 1"]),
     Case("eval-unknown-dataset", ["eval", "--dataset", "nope", "--method", "direct"], ["unknown dataset 'nope'"]),

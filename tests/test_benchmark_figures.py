@@ -286,6 +286,62 @@ def test_a_merged_defaults_run_is_compared_with_presets_never_compared(monkeypat
                 by[name]["losses"]) == (6, expected.diff, expected.low, expected.high, expected.wins, expected.losses)
 
 
+def test_an_extended_run_joins_its_part_and_is_paired_again(monkeypatch, tmp_path):
+    """--extend: a run's next questions (measured with --skip) join the stored run of its label,
+    F1 by id and seconds by id joined, the median over the questions with known seconds (a count
+    when some are missing); its comparisons with Retrieve-then-Read and with its defaults are
+    paired again on every question, the part's own (on its questions alone) left out; another
+    run's stay."""
+    from hopqa.evaluation.report import compare_by_id
+
+    presets = _presets_module(monkeypatch)
+    ids = [f"q{i}" for i in range(12)]
+    rtr = {q: float(i % 2) for i, q in enumerate(ids)}
+    first, rest = ids[:4], ids[4:]
+    preset = {q: 1.0 for q in ids}
+    defaults = {q: float(i % 3 == 0) for i, q in enumerate(ids)}
+    stored_preset = {**_stored_run("hgot (small-model)", {q: preset[q] for q in first}), "median_seconds": 200.0}
+    stored_defaults = {**_stored_run("hgot (defaults)", {q: defaults[q] for q in first}),
+                       "seconds_by_id": {q: 100.0 for q in first}}
+    other = {"method": "self-dc", "n": 12, "diff": 0.1, "low": 0.0, "high": 0.2, "p_value": 0.5, "wins": 1, "ties": 11,
+             "losses": 0}
+    stale = {**other, "method": "hgot", "n": 4}
+    target = tmp_path / "presets.json"
+    target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
+        {"dataset": "hotpotqa", "setting": "distractor",
+         "runs": [_stored_run("retrieve-then-read", rtr), stored_preset, stored_defaults,
+                  _stored_run("self-dc (small-model)", rtr), _stored_run("self-dc (defaults)", rtr)],
+         "vs_retrieve_then_read": [{**stale, "method": "hgot (small-model)"}, {**stale, "method": "hgot (defaults)"}],
+         "preset_vs_defaults": [stale, other]}]}))
+    part_preset = {**_stored_run("hgot (small-model)", {q: preset[q] for q in rest}),
+                   "seconds_by_id": {q: 300.0 for q in rest}}
+    part_defaults = {**_stored_run("hgot (defaults)", {q: defaults[q] for q in rest}),
+                     "seconds_by_id": {q: 50.0 for q in rest}}
+    part_stale = {**stale, "n": 8}
+    new = {"about": {"date": "2026-12-02", "command": "benchmarks/presets.py --skip 4 --limit 8", "machine": "m"},
+           "tables": [{"dataset": "hotpotqa", "setting": "distractor", "runs": [part_preset, part_defaults],
+                       "vs_retrieve_then_read": [{**part_stale, "method": "hgot (small-model)"}],
+                       "preset_vs_defaults": [part_stale]}]}
+    log = presets.merge_figures(new, target, "HGOT questions 5 to 12", extend=True)
+    (table,) = json.loads(target.read_text())["tables"]
+    runs = {r["label"]: r for r in table["runs"]}
+    tuned, base = runs["hgot (small-model)"], runs["hgot (defaults)"]
+    assert (tuned["n"], tuned["asked"], tuned["partial"], tuned["f1_by_id"]) == (12, 12, False, preset)
+    assert base["f1_by_id"] == defaults and base["f1"] == sum(defaults.values()) / 12
+    assert (tuned["median_seconds"], tuned["median_seconds_n"]) == (300.0, 8)  # the first part's seconds unknown
+    assert base["median_seconds"] == 50.0 and "median_seconds_n" not in base
+    against = {c["method"]: c for c in table["vs_retrieve_then_read"]}
+    for label, by_id in (("hgot (small-model)", preset), ("hgot (defaults)", defaults)):
+        assert (against[label]["n"], against[label]["diff"]) == (12, compare_by_id(by_id, rtr).diff), label
+    by = {c["method"]: c for c in table["preset_vs_defaults"]}
+    expected = compare_by_id(preset, defaults)
+    assert (by["hgot"]["n"], by["hgot"]["diff"], by["hgot"]["low"]) == (12, expected.diff, expected.low)
+    assert by["self-dc"] == other
+    assert sum(line.startswith("extended hotpotqa, distractor: runs hgot") for line in log) == 2
+    with pytest.raises(ValueError, match="cannot extend"):
+        presets.extended_run(_stored_run("tor (defaults)", {"q0": 1.0}), _stored_run("hgot (defaults)", {"q1": 0.0}))
+
+
 def test_eval_stream_adds_its_row_by_label(tmp_path):
     """``eval_stream.py --figures``: a row a run, named by ``--label``, each with its own about; a
     second run of the same label replaces its row, another label's row stays."""

@@ -387,6 +387,30 @@ def test_cli_lone_surrogates_from_the_server_are_recorded_as_valid_utf8(fault_se
     assert "w7" in ask.stdout
 
 
+def test_cli_skip_splits_an_evaluation_into_parts_that_add_up(fault_server, tmp_path):
+    """``--skip S --limit N`` answers questions S+1 to S+N; the parts of one evaluation, run into
+    the same run directory one after another (or on two machines), hold every question once."""
+    s = fault_server()
+    questions = _question_file(tmp_path / "q.jsonl", good=10, bad=0)
+    results = _results(tmp_path / "runs", questions)
+    second = subprocess.run(_eval_args(questions, tmp_path / "runs", tmp_path / "home", s.url, "--skip", "4",
+                                       "--limit", "3"), capture_output=True, text=True, env=_env(), timeout=TIMEOUT)
+    assert second.returncode == 0, second.stderr
+    assert [r["id"] for r in lines(results)] == ["q4", "q5", "q6"]
+    run = results.parent
+    assert json.loads((run / "questions.json").read_text()) == {"asked": 3}
+    assert json.loads((run / "summary.json").read_text())["n"] == 3
+    rest = subprocess.run(_eval_args(questions, tmp_path / "runs", tmp_path / "home", s.url, "--skip", "7"),
+                          capture_output=True, text=True, env=_env(), timeout=TIMEOUT)
+    first = subprocess.run(_eval_args(questions, tmp_path / "runs", tmp_path / "home", s.url, "--limit", "4"),
+                           capture_output=True, text=True, env=_env(), timeout=TIMEOUT)
+    assert rest.returncode == 0 and first.returncode == 0, rest.stderr + first.stderr
+    assert sorted(r["id"] for r in lines(results)) == sorted(f"q{i}" for i in range(10))
+    past = subprocess.run(_eval_args(questions, tmp_path / "runs", tmp_path / "home", s.url, "--skip", "10"),
+                          capture_output=True, text=True, env=_env(), timeout=TIMEOUT)
+    assert past.returncode == 2 and "no questions to evaluate" in past.stderr and "after the first 10 (--skip)" in past.stderr
+
+
 @pytest.mark.slow  # no model, but 100 questions twice through the fake server
 def test_cli_full_disk_is_one_line_and_keeps_the_written_lines(fault_server, tmp_path):
     s = fault_server()
