@@ -137,7 +137,7 @@ def variant_label(method: str, run: Path) -> str:
     return f"{method} ({PRESET if PRESET in run.parts else 'defaults'})"
 
 
-def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
+def figures_of(report_json: Path, dataset: str, setting: str, skip: int = 0) -> dict:
     """One dataset and setting of ``figures.json``: its runs (complete ones) and their F1
     comparisons with Retrieve-then-Read, from ``hopqa report``'s JSON."""
     data = json.loads(report_json.read_text(encoding="utf-8"))
@@ -145,7 +145,7 @@ def figures_of(report_json: Path, dataset: str, setting: str) -> dict:
     labels = {r["label"]: variant_label(r["method"], Path(r["run"])) for r in rows}
     runs = [{"label": labels[r["label"]], "method": r["method"], "n": r["n"], "asked": r["asked"],
              "partial": r["partial"], "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
-             "f1_by_id": f1_by_id(Path(r["run"])), "seconds_by_id": seconds_by_id(Path(r["run"]))}
+             "f1_by_id": f1_by_id(Path(r["run"])), "seconds_by_id": seconds_by_id(Path(r["run"])), "skip": skip}
             for r in rows]
     comparisons = [{**{k: c[k] for k in COMPARISON_FIELDS}, "method": labels.get(c["method"], c["method"])}
                    for c in data["comparisons"] if c["stratum"] == "all" and c["metric"] == "f1"]
@@ -174,7 +174,7 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
             cmd = [sys.executable, "-m", "hopqa.cli", "report", *map(str, dirs), *baseline,
                    "--metrics", "em,f1,support_recall", "--no-plots", "--out", str(out / f"report-{dataset}-{setting}")]
             subprocess.run(cmd, check=True)
-            table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting)
+            table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting, args.skip)
             tables.append(table)
             for method in methods:
                 base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
@@ -314,10 +314,13 @@ def merge_figures(new: dict, into: Path, what: str, extend: bool = False) -> lis
 
 def extended_run(stored: dict, part: dict) -> dict:
     """The run ``stored`` joined with ``part``, its next questions measured apart (``--skip``):
-    F1 and seconds by id joined (a question in both keeps the part's), F1 their mean, the
+    F1 and seconds by id joined (a question in both keeps the part's), the questions asked the
+    union of the two ranges of the dataset they were asked (``skip`` to ``skip + asked``; a run
+    stopped early and continued from its last answer asks some twice), F1 their mean, the
     median seconds over the questions whose seconds are known (``median_seconds_n`` says how
     many when some are not: runs stored before their seconds by id were kept). ``ValueError``
-    when either has no F1 by id or they are different methods."""
+    when either has no F1 by id, they are different methods, or questions between them were
+    asked of neither."""
     import statistics
 
     if "f1_by_id" not in stored or "f1_by_id" not in part:
@@ -327,11 +330,14 @@ def extended_run(stored: dict, part: dict) -> dict:
     f1 = {**stored["f1_by_id"], **part["f1_by_id"]}
     seconds = {q: t for q, t in {**stored.get("seconds_by_id", {}), **part.get("seconds_by_id", {})}.items()
                if q in f1}
-    shared = len(stored["f1_by_id"].keys() & part["f1_by_id"].keys())
-    asked = stored["asked"] + part["asked"] - shared
-    run = {**stored, "n": len(f1), "asked": asked, "partial": len(f1) < asked or stored["partial"] or part["partial"],
+    # the questions each was asked: a range of the dataset's, from its skip (0 for runs stored before)
+    (start, end), (later, last) = sorted((r.get("skip", 0), r.get("skip", 0) + r["asked"]) for r in (stored, part))
+    if later > end:
+        raise ValueError(f"cannot extend {stored['label']}: questions {end + 1} to {later} were asked of neither")
+    asked = max(end, last) - start
+    run = {**stored, "n": len(f1), "asked": asked, "partial": len(f1) < asked,
            "f1": sum(f1.values()) / len(f1), "median_seconds": statistics.median(seconds.values()) if seconds else None,
-           "f1_by_id": f1, "seconds_by_id": seconds}
+           "f1_by_id": f1, "seconds_by_id": seconds, "skip": min(stored.get("skip", 0), part.get("skip", 0))}
     run.pop("median_seconds_n", None)
     if seconds and len(seconds) < len(f1):
         run["median_seconds_n"] = len(seconds)

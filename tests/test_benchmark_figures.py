@@ -314,9 +314,9 @@ def test_an_extended_run_joins_its_part_and_is_paired_again(monkeypatch, tmp_pat
          "vs_retrieve_then_read": [{**stale, "method": "hgot (small-model)"}, {**stale, "method": "hgot (defaults)"}],
          "preset_vs_defaults": [stale, other]}]}))
     part_preset = {**_stored_run("hgot (small-model)", {q: preset[q] for q in rest}),
-                   "seconds_by_id": {q: 300.0 for q in rest}}
+                   "seconds_by_id": {q: 300.0 for q in rest}, "skip": 4}
     part_defaults = {**_stored_run("hgot (defaults)", {q: defaults[q] for q in rest}),
-                     "seconds_by_id": {q: 50.0 for q in rest}}
+                     "seconds_by_id": {q: 50.0 for q in rest}, "skip": 4}
     part_stale = {**stale, "n": 8}
     new = {"about": {"date": "2026-12-02", "command": "benchmarks/presets.py --skip 4 --limit 8", "machine": "m"},
            "tables": [{"dataset": "hotpotqa", "setting": "distractor", "runs": [part_preset, part_defaults],
@@ -340,6 +340,12 @@ def test_an_extended_run_joins_its_part_and_is_paired_again(monkeypatch, tmp_pat
     assert sum(line.startswith("extended hotpotqa, distractor: runs hgot") for line in log) == 2
     with pytest.raises(ValueError, match="cannot extend"):
         presets.extended_run(_stored_run("tor (defaults)", {"q0": 1.0}), _stored_run("hgot (defaults)", {"q1": 0.0}))
+    # a run stopped after 3 of its 5 questions, continued from the 4th: 5 asked, complete
+    stopped = {**_stored_run("tor (defaults)", {"q0": 1.0, "q1": 0.0, "q2": 1.0}), "asked": 5, "partial": True}
+    joined = presets.extended_run(stopped, {**_stored_run("tor (defaults)", {"q3": 1.0, "q4": 1.0}), "skip": 3})
+    assert (joined["n"], joined["asked"], joined["partial"], joined["f1"]) == (5, 5, False, 0.8)
+    with pytest.raises(ValueError, match="questions 6 to 7 were asked of neither"):
+        presets.extended_run(stopped, {**_stored_run("tor (defaults)", {"q7": 1.0}), "skip": 7})
 
 
 def test_eval_stream_adds_its_row_by_label(tmp_path):
