@@ -426,6 +426,91 @@ def test_rewrite_answers_adds_the_earlier_answers_to_a_copied_step(reply, rewrit
         assert method.rewrite(graph, 3, [1, 2], {1: "", 2: ""}, {}) in (reply, graph.nodes[3]["question"])
 
 
+@pytest.mark.parametrize("answer, edges, answers, expected", [
+    ("Mountrail County", [(1, 2)], {1: "Mountrail County", 2: "Stanley"}, (1, 2, "Stanley")),  # the bridge's
+    ("the Mountrail County.", [(1, 2)], {1: "Mountrail County", 2: "Stanley"}, (1, 2, "Stanley")),  # normalised
+    ("Douglass", [(1, 2)], {1: "Frederick Douglass", 2: "Anna Murray"}, (1, 2, "Anna Murray")),  # a part of it
+    ("Frederick Douglass Jr", [(1, 2)], {1: "Frederick Douglass", 2: "Anna Murray"}, None),  # more than it
+    ("Stanley", [(1, 2)], {1: "Mountrail County", 2: "Stanley"}, None),  # the last step's: nothing to do
+    ("Mountrail County", [], {1: "Mountrail County", 2: "Stanley"}, None),  # independent steps: no bridge
+    ("", [(1, 2)], {1: "", 2: "Stanley"}, None),
+    ("Mountrail County", [(1, 2)], {1: "Mountrail County", 2: "yes"}, (1, None, "")),  # a check, no entity
+    ("Mountrail County", [(1, 2)], {1: "Mountrail County", 2: ""}, (1, None, "")),
+    ("Mountrail County", [(1, 2)], {1: "Mountrail County", 2: "Mountrail County"}, (1, None, "")),
+    ("Mountrail County", [(1, 2), (1, 3)], {1: "Mountrail County", 2: "Stanley", 3: "Ross"}, (1, None, "")),  # two
+    ("Mountrail County", [(1, 2), (1, 3)], {1: "Mountrail County", 2: "Stanley", 3: "stanley."}, (1, 3, "stanley.")),
+    ("Mountrail County", [(1, 2), (2, 3)], {1: "Mountrail County", 2: "North Dakota", 3: "Bismarck"},
+     (1, 3, "Bismarck")),  # a chain of three: the last step, not the next
+    ("North Dakota", [(1, 2), (2, 3)], {1: "Mountrail County", 2: "North Dakota", 3: "Bismarck"}, (2, 3, "Bismarck")),
+    ("Mountrail County", [(1, 3), (2, 3)], {1: "Mountrail County", 2: "Ross", 3: "Ross"}, (1, None, "")),  # a bridge
+])
+def test_bridge_replacement(answer, edges, answers, expected):
+    """``bridge_guard``'s rule: an answer naming a bridge step's (a step another depends on)
+    gives way to the one answer of the chain's last steps; none, a yes / no, a bridge's answer
+    or two different answers: no replacement (``last`` None)."""
+    from hopqa.methods.hgot.graph import bridge_replacement
+
+    graph = build_graph([f"step {i}?" for i in sorted(answers)], edges)
+    assert bridge_replacement(answer, graph, answers) == expected
+
+
+def _bridging(method, llm) -> None:
+    """Make the scripted Predict of the question ``Q`` itself (the probe's and INFER's) answer
+    with step 1's answer, the bridge, as Qwen2.5-1.5B's INFER did."""
+    scripted = llm._replies
+
+    def reply(request):
+        text = request.text()
+        if text.startswith("Answer questions with short factoid answers") and "Question: " + Q in text[-400:]:
+            return "Van Hook Township is in Mountrail County [1].\nAnswer: Mountrail County"
+        return scripted(request)
+
+    llm._replies = reply
+
+
+def test_bridge_guard_answers_with_the_last_step_not_the_bridge():
+    """``bridge_guard`` (the small-model preset) changes no prompt: INFER's vote for step 1's
+    answer, which step 2 was rewritten with, gives way to step 2's answer, noted and recorded on
+    the infer step; the paper's default answers with the vote."""
+    prompts, answers = {}, {}
+    for on in (False, True):
+        method, llm = scripted_hgot(bridge_guard=on)
+        _bridging(method, llm)
+        ans = method.answer(Q)
+        assert ans.error is None
+        prompts[on], answers[on] = [r.text() for r in llm.requests], ans.answer
+        root = ans.trace.root.find("traverse")[0]
+        infer = root.find("infer")[-1]
+        assert infer.outputs["answer"] == "Mountrail County"  # INFER's own vote, as the paper's
+        notes = " ".join(e["message"] for e in infer.events)
+        if on:
+            assert infer.outputs["bridge_guard"] == {"answer": "Mountrail County", "bridge_step": 1, "last_step": 2,
+                                                     "replaced_by": "Stanley"}
+            assert ("the answer 'Mountrail County' is Step 1's, a step another depends on: replaced by the last "
+                    "step's answer, Step 2's 'Stanley' (bridge_guard)") in notes
+            assert root.outputs["answer"] == "Stanley"
+        else:
+            assert "bridge_guard" not in infer.outputs and "bridge_guard" not in notes
+    assert prompts[True] == prompts[False]
+    assert answers == {False: "Mountrail County", True: "Stanley"}
+    from hopqa.methods.base import method_config
+
+    assert method_config("hgot", preset="small-model").bridge_guard and not method_config("hgot").bridge_guard
+
+
+def test_bridge_guard_keeps_the_vote_without_a_last_answer():
+    """No single last-step answer (step 2 answers "yes"): INFER's vote is kept, and the trace says why."""
+    method, llm = scripted_hgot(bridge_guard=True)
+    _bridging(method, llm)
+    scripted = llm._replies
+    llm._replies = lambda r: ("Yes [1].\nAnswer: yes" if "Question: What is the seat of Mountrail" in r.text()[-400:]
+                              else scripted(r))
+    ans = method.answer(Q)
+    infer = ans.trace.root.find("traverse")[0].find("infer")[-1]
+    assert ans.answer == "Mountrail County" and infer.outputs["bridge_guard"]["last_step"] is None
+    assert any("give no single other answer: kept (bridge_guard)" in e["message"] for e in infer.events)
+
+
 def test_depth_zero_is_probe_only():
     method, llm = scripted_hgot(depth=0)
     ans = method.answer(Q)
@@ -634,11 +719,17 @@ def test_hgot_small_model_preset_end_to_end(smollm2, data_dir):
     assert answered and infer.outputs["step_answers"] == answered
 
 
+#: How INFER's prompt shows step 1 with its answer (``step_answers``).
+_STEP1_SHOWN = "\n- Which county is Van Hook Township in? "
+
+
 class _PlannedSmolLM2(LLMWrapper):
     """The real SmolLM2 for every call but PLAN's, self-reflection's and formalization's of the
     question: a two-step plan whose own Dependencies line is right, and a reflection that
     reverses it (what Qwen2.5-1.5B's did in 6 of 8 plans, issue 33), so that only the plan's
-    own line gives step 2 its in-neighbour."""
+    own line gives step 2 its in-neighbour; and INFER's Predict when it shows the steps'
+    answers: it answers with step 1's, the bridge, as SmolLM2 found it (what Qwen2.5-1.5B's
+    INFER did, issue 33)."""
 
     def _complete(self, request):
         from hopqa.llm.base import Completion, Generation
@@ -646,6 +737,10 @@ class _PlannedSmolLM2(LLMWrapper):
         text = request.text()
         if text.startswith("Sketch a plan") and "Question: " + Q in text[-400:]:
             reply = PLAN
+        elif text.startswith("Answer questions with short factoid") and _STEP1_SHOWN in text[-1500:] and \
+                "Question: " + Q in text[-400:]:
+            bridge = text[-1500:].split(_STEP1_SHOWN)[1].split("\n")[0]
+            reply = f"Van Hook Township is in {bridge} [1].\nAnswer: {bridge}"
         elif text.startswith("Highlight interdependencies"):
             reply = "Step 1 depends on Step 2."
         elif text.startswith("Express the dependencies"):
@@ -658,10 +753,12 @@ class _PlannedSmolLM2(LLMWrapper):
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", [None, "small-model"])
 def test_hgot_small_model_preset_rewires_the_plan_on_the_real_model(smollm2, preset):
-    """draft_dependencies and rewrite_answers on SmolLM2 (only the plan is scripted): with the
-    preset, the plan's own dependency survives the reversed reflection, step 2 is rewritten with
-    step 1's answer as SmolLM2 found it, and searches with the rewrite (with the answer added in
-    brackets when SmolLM2 copied the step); with the paper's defaults the steps stay independent."""
+    """draft_dependencies, rewrite_answers and bridge_guard on SmolLM2 (only the plan, and INFER's
+    answer once it shows the steps', are scripted): with the preset, the plan's own dependency
+    survives the reversed reflection, step 2 is rewritten with step 1's answer as SmolLM2 found
+    it, and searches with the rewrite (with the answer added in brackets when SmolLM2 copied the
+    step), and INFER's answer, step 1's, gives way to step 2's as SmolLM2 found it; with the
+    paper's defaults the steps stay independent."""
     method = build_method("hgot", _PlannedSmolLM2(smollm2), POOL, preset=preset, depth=1, samples=1, k=3,
                           max_tokens=48, max_steps=2, entailment_delta=False, stop_similarity=1.0, structured="off")
     ans = method.answer(Q)
@@ -685,6 +782,17 @@ def test_hgot_small_model_preset_rewires_the_plan_on_the_real_model(smollm2, pre
     else:
         assert rewritten != f"{original} ({first})"
     assert step2.inputs["query"] == rewritten
+    from hopqa.methods.hgot.graph import bridge_replacement
+
+    (infer,) = root.find("infer")
+    second = step2.outputs["answer"]
+    if not first:  # no bridge to answer with: INFER is SmolLM2's own, and no guard applies to it
+        assert "bridge_guard" not in infer.outputs
+        return
+    assert infer.outputs["answer"] == first  # the scripted INFER answered with the bridge
+    hit = bridge_replacement(first, build_graph(["a?", "b?"], [(1, 2)]), {1: first, 2: second})
+    assert hit is not None and infer.outputs["bridge_guard"]["replaced_by"] == hit[2]
+    assert ans.answer == (second if hit[1] == 2 else first)  # the last step's, when it gave one of its own
 
 
 def test_hgot_runs_in_the_evaluation_runner(tmp_path):

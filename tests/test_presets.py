@@ -29,7 +29,7 @@ def test_a_preset_sets_its_options_over_the_defaults_and_given_options_win():
     assert method_config("hgot", preset="small_model", step_answers=False).step_answers is False  # aliases, overrides
     assert method_config("hgot", preset="small-model", samples=4).samples == 4
     assert preset_options("hgot", "small-model") == {"step_answers": True, "draft_dependencies": True,
-                                                     "rewrite_answers": True}
+                                                     "rewrite_answers": True, "bridge_guard": True}
     with pytest.raises(MethodError, match=r"'retrieve-then-read' has no preset 'small-model' \(its presets: none\)"):
         method_config("retrieve-then-read", preset="small-model")
     with pytest.raises(MethodError, match=r"no preset 'tiny' \(its presets: small-model\)"):
@@ -127,7 +127,7 @@ def test_the_service_takes_a_preset_among_the_options_and_lists_them():
         prepare(settings, QUESTION, "hgot", {"preset": ["small-model"]})
     hgot = describe_method("hgot", settings)
     assert hgot["presets"]["small-model"]["options"] == {"step_answers": True, "draft_dependencies": True,
-                                                         "rewrite_answers": True} and hgot["presets"]["small-model"]["doc"]
+                                                         "rewrite_answers": True, "bridge_guard": True} and hgot["presets"]["small-model"]["doc"]
     assert describe_method("cot", settings)["presets"] == {}
 
 
@@ -138,7 +138,8 @@ def test_cli_preset_in_methods_ask_and_eval(tmp_path, capsys, fault_server):
 
     assert main(["methods", "--home", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "preset small-model: step_answers=True, draft_dependencies=True, rewrite_answers=True (INFER's Predict reads" in out
+    assert "preset small-model: step_answers=True, draft_dependencies=True, rewrite_answers=True, bridge_guard=True " \
+           "(INFER's Predict reads" in out
     nowhere = ["--llm", "openai:x@http://127.0.0.1:9", "--home", str(tmp_path)]
     assert main(["ask", "--method", "cot", "--preset", "small-model", *nowhere, "What?"]) == 2
     assert "--preset small-model: the method 'cot' has no such preset (its presets: none)" in capsys.readouterr().err

@@ -14,6 +14,8 @@ import re
 
 import networkx as nx
 
+from hopqa.text import normalize_answer
+
 #: A step header "Step 3:" / "step 3." / "Step 3)" / "Step 3 -".
 _STEP_HEADER = re.compile(r"step\s*(\d+)\s*[:.)-]", re.IGNORECASE)
 #: Where the steps end: a line starting with "Dependencies" (a plan's second field).
@@ -99,3 +101,40 @@ def build_graph(steps: list[str], edges: list[tuple[int, int]]) -> nx.DiGraph:
         g.add_node(i, question=q)
     g.add_edges_from(edges)
     return g
+
+
+#: Last-step answers the bridge guard never takes: a yes / no checks the chain, it names nothing.
+_YES_NO = frozenset({"yes", "no"})
+
+
+def _names_the_same(answer: str, bridge: str) -> bool:
+    """Whether ``answer`` names what ``bridge`` names: the same words after SQuAD normalisation,
+    or a whole-word run of them ("Douglass" in "Frederick Douglass"); both normalised, non-empty."""
+    return answer == bridge or f" {answer} " in f" {bridge} "
+
+
+def bridge_replacement(answer: str, graph: nx.DiGraph, answers: dict[int, str]) -> tuple[int, int | None, str] | None:
+    """The bridge guard (HGOT's ``bridge_guard``, not in the paper): when INFER's ``answer`` names
+    the answer of a *bridge*, a step that another step depends on (an intermediate entity of the
+    chain, which the later step was rewritten with), the answer of the chain's last step instead.
+
+    Returns None when ``answer`` is no bridge's; else ``(bridge, last, new)``: the first bridge
+    step it names, and the one step without successors among the bridge's descendants whose
+    answer is non-empty, not a yes / no and names no bridge's answer, with that answer; when
+    those last steps give no answer or more than one distinct (normalised) answer, ``last`` is
+    None and ``new`` empty (the caller keeps INFER's answer). ``answers``: each step's answer by
+    step number."""
+    key = normalize_answer(answer)
+    if not key:
+        return None
+    bridges = {i: normalize_answer(answers.get(i, "")) for i in sorted(graph.nodes) if graph.out_degree(i)}
+    named = [i for i, b in bridges.items() if b and _names_the_same(key, b)]
+    if not named:
+        return None
+    first = named[0]
+    lasts = [(i, answers[i]) for i in sorted(nx.descendants(graph, first))
+             if graph.out_degree(i) == 0 and (a := normalize_answer(answers.get(i, ""))) and a not in _YES_NO
+             and not any(b and _names_the_same(a, b) for b in bridges.values())]
+    if len({normalize_answer(a) for _, a in lasts}) != 1:
+        return first, None, ""
+    return first, lasts[-1][0], lasts[-1][1]

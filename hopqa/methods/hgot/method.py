@@ -84,7 +84,7 @@ from hopqa.methods.base import (
 )
 from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
-from hopqa.methods.hgot.graph import build_graph, parse_dependencies, parse_steps
+from hopqa.methods.hgot.graph import bridge_replacement, build_graph, parse_dependencies, parse_steps
 from hopqa.methods.hgot.prompts import (
     CONTEXT_FORMAT,
     FORMALIZE_PROMPT,
@@ -217,6 +217,16 @@ class HGOTConfig(MethodConfig):
     #: the in-neighbour's question, which then asked the first hop again), off by default, on in
     #: the ``small-model`` preset.
     rewrite_answers: bool = False
+    #: INFER's answer, when it names the answer of a step that another step depends on (a
+    #: bridge: the chain's intermediate entity, which the later step was rewritten with), is
+    #: replaced by the answer of the chain's last step (``graph.bridge_replacement``: the one
+    #: answer of the bridge's descendants without successors, a yes / no or a bridge's answer
+    #: aside; none or two different: INFER's answer is kept), noted in the trace. Not in the
+    #: paper, whose INFER answers with its own vote: a departure for small models (issue 33;
+    #: Qwen2.5-1.5B's INFER answered with the first hop's entity, the man where his employer
+    #: was asked, the woman's husband where her spouse was, after the steps had found both), off
+    #: by default, on in the ``small-model`` preset.
+    bridge_guard: bool = False
     #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
     #: two dates compared in code, else the candidate the answer names, else one more call; each
     #: reading the σ-ranked passages of the final Predict).
@@ -383,13 +393,15 @@ class HGOT(RetrievingMethod):
     config: HGOTConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True},
+            {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True, "bridge_guard": True},
             "INFER's Predict reads the steps' answers: the steps find the intermediate "
             "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
             "are kept when self-reflection leaves none usable: the small model's reflection reversed "
             "them, so a later step was never rewritten with an earlier one's answer; and a rewrite that "
             "copies its step (or an earlier step's question) gets the earlier answers added: the small model "
-            "copied them, so the step searched for the first hop again"),
+            "copied them, so the step searched for the first hop again; and an answer that is an earlier step's, "
+            "one a later step depends on, gives way to the last step's: the small model answered with the first "
+            "hop's entity"),
     }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
@@ -468,7 +480,7 @@ class HGOT(RetrievingMethod):
             else:
                 graph = self.plan(q, probed.context)
                 stopped = self.stop(q, graph, d)
-                node = probed if stopped else self.infer(q, probed.context, self.search(graph, d + 1))
+                node = probed if stopped else self.infer(q, probed.context, self.search(graph, d + 1), graph)
             s.output(answer=node.answer, ci=node.ci, stopped=stopped)
             if d > 0:
                 s.mark_hop(q, node.answer)
@@ -509,10 +521,11 @@ class HGOT(RetrievingMethod):
             node = self.predict(q, context, s)
             return node
 
-    def infer(self, q: str, own: list[Scored], sub_nodes: list[Node]) -> Node:
+    def infer(self, q: str, own: list[Scored], sub_nodes: list[Node], graph: nx.DiGraph | None = None) -> Node:
         """Pool the query's passages (σ × ``parent_weight``) with every sub-query's, merge
         duplicates (``pool_duplicates``: their mean σ, as the official code; or the max), keep
-        the top ``k`` by σ (ties: first seen, the query's own first) and predict again."""
+        the top ``k`` by σ (ties: first seen, the query's own first) and predict again.
+        ``sub_nodes``: the nodes of ``graph``'s steps in step order (``bridge_guard`` reads both)."""
         cfg = self.config
         with step("infer", query=q) as s:
             pooled = pool_passages(own, [n.context for n in sub_nodes], cfg.parent_weight, cfg.pool_duplicates)
@@ -521,7 +534,28 @@ class HGOT(RetrievingMethod):
             steps = [(n.query, n.answer) for n in sub_nodes if n.query and n.answer] if cfg.step_answers else []
             if steps:
                 s.output(step_answers=[{"question": q_, "answer": a} for q_, a in steps])
-            return self.predict(q, top, s, steps=steps)
+            node = self.predict(q, top, s, steps=steps)
+            if cfg.bridge_guard and graph is not None:
+                node = self.guard_bridge(node, graph, sub_nodes, s)
+            return node
+
+    @staticmethod
+    def guard_bridge(node: Node, graph: nx.DiGraph, sub_nodes: list[Node], s: Any) -> Node:
+        """``bridge_guard``: INFER's ``node`` with the chain's last answer when its answer names a
+        bridge step's (``bridge_replacement``), noted and recorded on ``s`` (``bridge_guard``)."""
+        answers = {i: n.answer for i, n in zip(sorted(graph.nodes), sub_nodes)}
+        hit = bridge_replacement(node.answer, graph, answers)
+        if hit is None:
+            return node
+        bridge, last, new = hit
+        s.output(bridge_guard={"answer": node.answer, "bridge_step": bridge, "last_step": last, "replaced_by": new})
+        if last is None:
+            s.note(f"the answer is Step {bridge}'s, a step another depends on, and the last steps give no single "
+                   "other answer: kept (bridge_guard)")
+            return node
+        s.note(f"the answer {node.answer!r} is Step {bridge}'s, a step another depends on: replaced by the last "
+               f"step's answer, Step {last}'s {new!r} (bridge_guard)")
+        return Node(answer=new, ci=node.ci, context=node.context, query=node.query)
 
     def predict(self, q: str, context: list[Scored], s: Any, steps: list[tuple[str, str]] | None = None) -> Node:
         """Predict with m samples, score thoughts, vote, CI, and update σ (shared by probe and
