@@ -150,6 +150,33 @@ def test_loop_retrieves_for_verified_gaps_and_reranks_against_the_question():
     assert len(iterations) == 3 and "no knowledge gap" in iterations[-1].events[0]["message"]
 
 
+@pytest.mark.parametrize("order, read", [("rerank", "CA"), ("question-first", "AC")])
+def test_read_order_question_first_reads_the_questions_own_passages_first(order, read):
+    """``read_order``: the reranker picks the top-k either way (C from the sub-question, A from the
+    question); ``question-first`` shows the reader the question's own passages first, in the
+    retriever's order, then the sub-questions' (``rerank``, §3.4: the reranker's order)."""
+    from hopqa.methods.leapquery import READ_PROMPT
+
+    llm = ScriptedLLM(world(["1. Who is Mike Park?", "None"], {"Who is Mike Park?": "True"}))
+    method, _, _ = leap(llm, TABLE, SCORES, read_order=order)
+    ans = method.answer(Q)
+    assert ans.error is None and "".join(p.id for p in ans.passages) == read
+    reader_prompt = llm.requests[-1].text()
+    passages = "\n\n".join(f"[{i}] Title {x} | Paragraph {x} text." for i, x in enumerate(read, 1))
+    assert reader_prompt == READ_PROMPT.format(passages=passages, question=Q)
+    (reading,) = ans.trace.root.find("read")
+    assert reading.outputs.get("order") == (list(read) if order == "question-first" else None)
+
+
+def test_question_first_keeps_the_retrievers_order_of_the_questions_own_passages():
+    from hopqa.methods.leapquery import question_first
+
+    first = [P["A"], P["B"], P["C"]]
+    top = [P["E"], P["C"], P["A"], P["F"]]  # the reranker's order
+    assert [p.id for p in question_first(top, first)] == ["A", "C", "E", "F"]
+    assert question_first([], first) == [] and [p.id for p in question_first(top, [])] == ["E", "C", "A", "F"]
+
+
 HOP = "Who is part of The Bruce Lee Band?"
 
 
@@ -623,15 +650,25 @@ def test_leapquery_end_to_end_open_setting_on_a_musique_question(smollm2, demo_i
 
 @pytest.mark.slow
 def test_leapquery_small_model_preset_end_to_end(smollm2, data_dir):
-    """The preset on the real model: each gap step asks for the first hop, then reads it from the passages."""
+    """The preset on the real model: each gap step asks for the first hop, then reads it from the
+    passages; with ``read_order=question-first`` the reader reads the question's own passages
+    first, in the retriever's order."""
     from hopqa.datasets import load_dataset
     from hopqa.retrieval.pool import CandidatePool
 
     ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
     method = build_method("leapquery", smollm2, CandidatePool(ex.paragraphs), preset="small-model", votes=1,
-                          max_iter=1, rerank="hybrid")
+                          max_iter=1, rerank="hybrid", read_order="question-first")
     ans = method.answer(ex.question)
     assert ans.error is None, ans.error
+    first = [p["id"] for p in ans.trace.root.find("retrieve")[0].retrievals[0]["passages"]]
+    (reading,) = ans.trace.root.find("read")
+    read = reading.outputs["order"]
+    own = [x for x in read if x in first]
+    assert read == [p.id for p in ans.passages] and own == [x for x in first if x in own]
+    assert read[:len(own)] == own and len(read) == 5
+    last = ans.trace.root.find("rerank")[-1].outputs["kept"]
+    assert sorted(read) == sorted(last)  # the reranker's top-k, in another order
     (gaps,) = ans.trace.root.find("gaps")
     assert gaps.llm_calls[0]["prompt"].endswith("First question:") and "Examples:" in gaps.llm_calls[0]["prompt"]
     assert len(method.demos) == 4  # the preset's shots, from the shipped train decompositions

@@ -389,6 +389,14 @@ class LeapQueryConfig(MethodConfig):
     #: reading the top-k). Not the paper's: a remedy for small models that compare two dates
     #: wrongly or answer with the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
+    #: The order the reader reads the final top-k in: ``rerank`` (§3.4: the reranker's, best
+    #: first) or ``question-first`` (``question_first``: those of the top-k that the question's
+    #: own retrieval found, in the retriever's order, then those the sub-questions brought, in the
+    #: reranker's). Which passages are read is the reranker's either way. Not the paper's: a
+    #: remedy for small readers whose answer follows the passages' order (issue 33: on HotpotQA
+    #: distractor the hybrid reranker put the question's own supporting paragraphs in another
+    #: order and Qwen2.5-1.5B named the other film of a comparison), off by default.
+    read_order: Literal["rerank", "question-first"] = "rerank"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -400,6 +408,14 @@ class LeapQueryConfig(MethodConfig):
             overrides = {**overrides, "rerank": _checked_rerank(overrides["rerank"])}
         super().update(**overrides)
         return self
+
+
+def question_first(top: list[Passage], first: list[Passage]) -> list[Passage]:
+    """``read_order=question-first``: the passages of ``top`` that the question's own retrieval
+    ``first`` found, in ``first``'s order, then the others in ``top``'s order."""
+    rank = {p.id: i for i, p in enumerate(first)}
+    own = sorted((p for p in top if p.id in rank), key=lambda p: rank[p.id])
+    return own + [p for p in top if p.id not in rank]
 
 
 def _checked_rerank(spec: Any) -> str:
@@ -446,7 +462,8 @@ class LeapQuery(FewShotMethod):
         cfg = self.config
         with step("retrieve", query=question, k=cfg.k) as s:
             s.mark_hop(question, label="retrieve")
-            top = self.rerank(question, self.retriever.search(question, cfg.k))
+            first = self.retriever.search(question, cfg.k)
+            top = self.rerank(question, first)
             s.output(passages=[p.id for p in top])
         asked = [question]  # the main question and every sub-question searched
         hops = Hops()  # gaps=bridge: the hops taken
@@ -481,7 +498,11 @@ class LeapQuery(FewShotMethod):
                 if not changed:
                     s.note("the top-k did not change: stop")
                     break
+        if cfg.read_order == "question-first":
+            top = question_first(top, first)
         with step("read", question=question) as s:
+            if cfg.read_order == "question-first":
+                s.output(order=[p.id for p in top])
             reader = Reader(READ_PROMPT, max_tokens=cfg.max_tokens)
             reading = reader.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
