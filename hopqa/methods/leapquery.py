@@ -498,10 +498,9 @@ class LeapQuery(FewShotMethod):
                 if not changed:
                     s.note("the top-k did not change: stop")
                     break
-        if cfg.read_order == "question-first":
-            top = question_first(top, first)
         with step("read", question=question) as s:
             if cfg.read_order == "question-first":
+                top = question_first(top, first)
                 s.output(order=[p.id for p in top])
             reader = Reader(READ_PROMPT, max_tokens=cfg.max_tokens)
             reading = reader.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))

@@ -132,9 +132,10 @@ def bridge_replacement(answer: str, graph: nx.DiGraph, answers: dict[int, str]) 
     if not named:
         return None
     first = named[0]
-    lasts = [(i, answers[i]) for i in sorted(nx.descendants(graph, first))
+    lasts = {i: a for i in sorted(nx.descendants(graph, first))  # each last step's normalised answer
              if graph.out_degree(i) == 0 and (a := normalize_answer(answers.get(i, ""))) and a not in _YES_NO
-             and not any(b and _names_the_same(a, b) for b in bridges.values())]
-    if len({normalize_answer(a) for _, a in lasts}) != 1:
+             and not any(b and _names_the_same(a, b) for b in bridges.values())}
+    if len(set(lasts.values())) != 1:
         return first, None, ""
-    return first, lasts[-1][0], lasts[-1][1]
+    last = max(lasts)
+    return first, last, answers[last]
