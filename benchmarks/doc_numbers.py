@@ -19,7 +19,9 @@ give them: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``) must be one of:
   supporting recall);
 - **transcribed**: listed in ``docs/results/transcribed-comparisons.json`` with what it compares,
   its date and why it cannot be recomputed (the runs were not kept, or it is over a subset of
-  a run's questions the figures do not name).
+  a run's questions the figures do not name). An entry may give its wins / ties / losses
+  (``counts``): the test that no transcribed comparison can be recomputed then matches them too,
+  so a pairing of other runs that rounds to the same interval is not taken for it.
 
 Each is matched at the precision it is quoted with, its p-value and counts too (a transcribed
 one by its interval alone). A quote that is none of these is printed with its page and line,

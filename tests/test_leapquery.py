@@ -658,7 +658,8 @@ def test_leapquery_small_model_preset_end_to_end(smollm2, data_dir):
 
     ex = load_dataset("musique", "dev", data_dir=data_dir, limit=1)[0]
     method = build_method("leapquery", smollm2, CandidatePool(ex.paragraphs), preset="small-model", votes=1,
-                          max_iter=1, rerank="hybrid", read_order="question-first")
+                          max_iter=1, rerank="hybrid")
+    assert method.config.read_order == "question-first"  # the preset's
     ans = method.answer(ex.question)
     assert ans.error is None, ans.error
     first = [p["id"] for p in ans.trace.root.find("retrieve")[0].retrievals[0]["passages"]]

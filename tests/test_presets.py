@@ -30,6 +30,10 @@ def test_a_preset_sets_its_options_over_the_defaults_and_given_options_win():
     assert method_config("hgot", preset="small-model", samples=4).samples == 4
     assert preset_options("hgot", "small-model") == {"step_answers": True, "draft_dependencies": True,
                                                      "rewrite_answers": True, "bridge_guard": True}
+    assert preset_options("leapquery", "small-model") == {"gaps": "bridge", "rerank": "hybrid", "shots": 4,
+                                                          "choice": True, "read_order": "question-first"}
+    assert method_config("leapquery", preset="small-model").read_order == "question-first"
+    assert method_config("leapquery").read_order == "rerank"  # the paper's
     with pytest.raises(MethodError, match=r"'retrieve-then-read' has no preset 'small-model' \(its presets: none\)"):
         method_config("retrieve-then-read", preset="small-model")
     with pytest.raises(MethodError, match=r"no preset 'tiny' \(its presets: small-model\)"):

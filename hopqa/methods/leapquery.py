@@ -395,7 +395,8 @@ class LeapQueryConfig(MethodConfig):
     #: reranker's). Which passages are read is the reranker's either way. Not the paper's: a
     #: remedy for small readers whose answer follows the passages' order (issue 33: on HotpotQA
     #: distractor the hybrid reranker put the question's own supporting paragraphs in another
-    #: order and Qwen2.5-1.5B named the other film of a comparison), off by default.
+    #: order and Qwen2.5-1.5B named the other film of a comparison), off by default, on in the
+    #: ``small-model`` preset.
     read_order: Literal["rerank", "question-first"] = "rerank"
 
     def __post_init__(self) -> None:
@@ -437,14 +438,16 @@ class LeapQuery(FewShotMethod):
     components: ClassVar[frozenset[str]] = FewShotMethod.components | {"reranker"}
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"gaps": "bridge", "rerank": "hybrid", "shots": 4, "choice": True},
+            {"gaps": "bridge", "rerank": "hybrid", "shots": 4, "choice": True, "read_order": "question-first"},
             "the gap questions restated the question or named other passages' entities, never the next hop's: "
             "the hops are taken one at a time, each read from the passages, and the sub-question is asked "
             "about the entity the hop's answer names; zero-shot, half of the first hops restated the question, "
             "so 4 demonstrations of a first hop and a next question are shown; and the LLM reranker gave almost "
             "every passage the same score, so no sub-question's passage entered the top-k: BM25 fused with "
             "MiniLM ranks them; on comparison questions the reader named the wrong one of two dates it could read: "
-            "a which-of-two answer is held to the question's candidates, two dates compared in code"),
+            "a which-of-two answer is held to the question's candidates, two dates compared in code; and the "
+            "hybrid rerank reordered the question's own supporting passages and the reader, whose answer follows "
+            "the order, named the other candidate: the question's own passages are read first, in the retriever's order"),
     }
 
     def __init__(self, llm: LLMBase, retriever: Retriever, config: MethodConfig | None = None, *,
