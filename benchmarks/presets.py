@@ -34,6 +34,12 @@ docs' tables: ``--merge-into docs/results/presets.json --merge-note "what ran an
 run's figures into it (``merge_figures``: runs and comparisons replaced by label or added, the
 merge recorded under ``about.merged``).
 
+An option of a preset that acts after everything else its method does (``LAST_STEPS``:
+``choice``) is also measured off the preset's own run: the run without it, each answer as it
+was before that option's trace step, scored again, is stored beside it as ``METHOD
+(small-model, no choice)`` and compared with the defaults (and Retrieve-then-Read); its seconds
+are not known apart.
+
 A measurement too long for one sitting is made in parts: ``--skip 10 --limit 10`` answers
 questions 11 to 20 (``hopqa eval --skip``), and ``--merge-into ... --extend`` joins each run of
 that part to the stored run of its label (F1 and seconds by id joined, every comparison paired
@@ -50,6 +56,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 # benchmarks/figures.py (the script's folder is on sys.path)
@@ -128,6 +135,61 @@ def median_seconds(path: Path) -> float | None:
     return statistics.median(seconds) if seconds else None
 
 
+#: Options of a preset that act last, after everything else the method does, by the kind of the
+#: trace step that records them, with the label suffix of the run without them (``choice``: the
+#: answer held to a comparison's candidates). The preset without such an option is read off the
+#: preset's own run: each answer as it was before that step (the step's ``answer`` input),
+#: scored again, so that one run measures the preset with and without it on the same questions.
+LAST_STEPS = {"choice": "no choice"}
+
+
+def trace_steps(step: dict | None) -> Iterator[dict]:
+    """A record's trace step (``Step.to_dict``) and its descendants, depth first."""
+    if not step:
+        return
+    yield step
+    for child in step.get("children") or []:
+        yield from trace_steps(child)
+
+
+def f1_before_step(path: Path, kind: str) -> dict[str, float] | None:
+    """A run's F1 by id with each answer as it was before its ``kind`` step (``LAST_STEPS``):
+    the step's ``answer`` input where a record has one, the record's own F1 where not (the step
+    did not run, so the answer is the same); None when no record has that step."""
+    from hopqa.evaluation.metrics import token_f1
+
+    f1, seen = {}, False
+    for qid, r in records_of(path).items():
+        before = next((s.get("inputs", {}).get("answer") for s in trace_steps(r.get("trace")) if s.get("kind") == kind),
+                      None)
+        if before is None:
+            f1[qid] = float(r.get("metrics", {}).get("f1", 0.0))
+        else:
+            seen = True
+            f1[qid] = token_f1(str(before), r.get("gold") or [])
+    return f1 if seen else None
+
+
+def without_last_steps(table: dict, path: Path, method: str) -> list[dict]:
+    """The runs of ``table``'s preset run of ``method`` (at ``path``) without each option of
+    ``LAST_STEPS`` it used, read off its records (``f1_before_step``), labelled
+    ``METHOD (small-model, no choice)``: its questions and F1 by id, no seconds (they were not
+    measured apart)."""
+    label = f"{method} ({PRESET})"
+    run = next((r for r in table["runs"] if r["label"] == label), None)
+    if run is None:
+        return []
+    derived = []
+    for kind, suffix in LAST_STEPS.items():
+        f1 = f1_before_step(path, kind)
+        if f1 is None:
+            continue
+        derived.append({**run, "label": f"{method} ({PRESET}, {suffix})", "f1": sum(f1.values()) / len(f1),
+                        "median_seconds": None, "f1_by_id": f1, "seconds_by_id": {}, "derived_from": label,
+                        "answer_before": kind})
+    return derived
+
+
 def variant_label(method: str, run: Path) -> str:
     """A run's label in the figures: ``METHOD (VARIANT)`` for a method with a preset (its
     defaults or its preset), the method alone for a baseline, whichever runs one report holds
@@ -179,14 +241,27 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
             for method in methods:
                 base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
                 tuned = f1_by_id(run_dir(out, PRESET, dataset, setting, method))
-                c = compare_by_id(tuned, base)  # as ``hopqa report`` pairs runs
-                if not c.n:
-                    continue
-                print(f"{method} {PRESET} vs defaults, F1 on {c.n} shared questions: {c.diff:+.3f} "
-                      f"[{c.low:+.3f}, {c.high:+.3f}], p = {c.p_value:.3g}, {c.wins} / {c.ties} / {c.losses}")
-                table["preset_vs_defaults"].append({"method": method, "n": c.n, "diff": c.diff, "low": c.low,
-                                                    "high": c.high, "p_value": c.p_value, "wins": c.wins,
-                                                    "ties": c.ties, "losses": c.losses})
+                derived = without_last_steps(table, run_dir(out, PRESET, dataset, setting, method), method)
+                table["runs"] += derived
+                rtr = next((r for r in table["runs"] if r["label"] == "retrieve-then-read"), None)
+                if rtr is not None:
+                    table["vs_retrieve_then_read"] += [_paired(compare_by_id(d["f1_by_id"], rtr["f1_by_id"]), d["label"])
+                                                       for d in derived]
+                pairs = [(method, tuned, base)]
+                for d in derived:  # the preset without an option acting last: against its defaults and the preset
+                    pairs.append((comparison_name(d["label"]), d["f1_by_id"], base))
+                    c = compare_by_id(tuned, d["f1_by_id"])
+                    print(f"{method} {PRESET} vs {d['label']}, F1 on {c.n} questions: {c.diff:+.3f} "
+                          f"[{c.low:+.3f}, {c.high:+.3f}], p = {c.p_value:.3g}, {c.wins} / {c.ties} / {c.losses}")
+                for name, a, b in pairs:
+                    c = compare_by_id(a, b)  # as ``hopqa report`` pairs runs
+                    if not c.n:
+                        continue
+                    print(f"{name} {PRESET} vs defaults, F1 on {c.n} shared questions: {c.diff:+.3f} "
+                          f"[{c.low:+.3f}, {c.high:+.3f}], p = {c.p_value:.3g}, {c.wins} / {c.ties} / {c.losses}")
+                    table["preset_vs_defaults"].append({"method": name, "n": c.n, "diff": c.diff, "low": c.low,
+                                                        "high": c.high, "p_value": c.p_value, "wins": c.wins,
+                                                        "ties": c.ties, "losses": c.losses})
     target = write_figures(args.figures or out / "figures.json",
                            about(llm=args.llm, limit=args.limit, shared_options=SHARED, response_cache="off"),
                            tables=tables)

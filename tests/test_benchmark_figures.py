@@ -519,3 +519,37 @@ def test_eval_overhead_runs_each_checkout_under_its_own_name(tmp_path):
     assert all(r["cached_wall"] > 0 for r in rows)
     refused = _run("eval_overhead.py", "--checkout", f"x={tmp_path}", cwd=tmp_path)
     assert refused.returncode != 0 and "PATH a checkout with hopqa/ in it" in refused.stderr
+
+
+def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch, tmp_path):
+    """``choice`` acts after everything else a method does: the preset without it is read off the
+    preset's own records, each answer as it was before its ``choice`` step (the step's ``answer``
+    input), scored again; a question whose choice step did not run keeps its F1. It is labelled
+    ``METHOD (small-model, no choice)``, compared with the defaults and Retrieve-then-Read; a run
+    without any choice step gives none."""
+    presets = _presets_module(monkeypatch)
+
+    def record(qid: str, prediction: str, f1: float, before: str | None) -> dict:
+        choice = [{"kind": "choice", "inputs": {"candidates": ["A", "B"], "answer": before}, "children": []}]
+        trace = {"kind": "method", "inputs": {}, "children": [{"kind": "infer", "inputs": {}}, *(choice if before else [])]}
+        return {"id": qid, "gold": ["Blind Shaft"], "prediction": prediction, "status": "ok", "metrics": {"f1": f1},
+                "usage": {"seconds": 5.0}, "trace": trace}
+
+    run = tmp_path / "small-model" / "2wikimultihopqa-dev-distractor" / "hgot"
+    run.mkdir(parents=True)
+    lines = [record("q0", "Blind Shaft", 1.0, "Li Yang"),          # choice won it
+             record("q1", "The Mask", 0.0, "Blind Shaft"),          # choice lost it
+             record("q2", "Shaft", 0.6666666666666666, None)]       # no candidates: no choice step
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    by_id = {"q0": 1.0, "q1": 0.0, "q2": 0.6666666666666666}
+    table = {"runs": [_stored_run("hgot (small-model)", by_id)], "vs_retrieve_then_read": [], "preset_vs_defaults": []}
+    (derived,) = presets.without_last_steps(table, run, "hgot")
+    assert derived["label"] == "hgot (small-model, no choice)" and derived["answer_before"] == "choice"
+    assert derived["f1_by_id"] == {"q0": 0.0, "q1": 1.0, "q2": 0.6666666666666666}
+    assert (derived["n"], derived["median_seconds"], derived["seconds_by_id"]) == (3, None, {})
+    assert presets.comparison_name(derived["label"]) == "hgot (no choice)"
+    assert presets.preset_labels("hgot (no choice)") == ("hgot (small-model, no choice)", "hgot (defaults)")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "results.jsonl").write_text(json.dumps(record("q0", "Shaft", 0.5, None)) + "\n")
+    assert presets.without_last_steps({"runs": [_stored_run("tor (small-model)", {"q0": 0.5})]}, plain, "tor") == []

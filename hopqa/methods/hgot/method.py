@@ -231,7 +231,9 @@ class HGOTConfig(MethodConfig):
     #: two dates compared in code, else the candidate the answer names, else one more call; each
     #: reading the σ-ranked passages of the final Predict).
     #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
-    #: the entity the comparison goes through (issue 33), off by default.
+    #: the entity the comparison goes through (issue 33), off by default, on in the
+    #: ``small-model`` preset (it acts after INFER, so a run of the preset also gives the preset
+    #: without it: each answer before its ``choice`` step).
     choice: bool = False
 
 
@@ -393,7 +395,8 @@ class HGOT(RetrievingMethod):
     config: HGOTConfig
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
-            {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True, "bridge_guard": True},
+            {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True, "bridge_guard": True,
+             "choice": True},
             "INFER's Predict reads the steps' answers: the steps find the intermediate "
             "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
             "are kept when self-reflection leaves none usable: the small model's reflection reversed "
@@ -401,7 +404,8 @@ class HGOT(RetrievingMethod):
             "copies its step (or an earlier step's question) gets the earlier answers added: the small model "
             "copied them, so the step searched for the first hop again; and an answer that is an earlier step's, "
             "one a later step depends on, gives way to the last step's: the small model answered with the first "
-            "hop's entity"),
+            "hop's entity; and a comparison's answer is held to the two candidates it names, their dates compared in "
+            "code: small models answered with the entity the comparison goes through or compared two dates wrongly"),
     }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
