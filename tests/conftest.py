@@ -27,18 +27,32 @@ def _git_status() -> str | None:
     return r.stdout if r.returncode == 0 else None
 
 
+def _asked_picture(status_line: str) -> bool:
+    """Whether a ``git status --porcelain`` line names a PNG in the folder ``HOPQA_SCREENSHOTS``
+    asks the browser test to draw into (``make screenshots``)."""
+    import os
+
+    folder = os.environ.get("HOPQA_SCREENSHOTS")
+    if not folder:
+        return False
+    path = (_ROOT / status_line[3:].strip().strip('"')).resolve()
+    return path.suffix == ".png" and path.parent == (_ROOT / folder).resolve()
+
+
 def pytest_sessionstart(session):
     session.config._hopqa_git_status = _git_status()
 
 
 def pytest_sessionfinish(session, exitstatus):
     """The suite leaves the checkout as it found it: a tracked file changed or a file left
-    behind (outside what .gitignore ignores) fails the run, naming them."""
+    behind (outside what .gitignore ignores) fails the run, naming them. The pictures that
+    ``make screenshots`` asks for (``HOPQA_SCREENSHOTS=docs``: PNG files in that folder) are
+    what that run is for, and do not count."""
     before = getattr(session.config, "_hopqa_git_status", None)
     after = _git_status()
     if before is None or after is None or before == after or hasattr(session.config, "workerinput"):
         return
-    changed = sorted(set(after.splitlines()) - set(before.splitlines()))
+    changed = sorted(line for line in set(after.splitlines()) - set(before.splitlines()) if not _asked_picture(line))
     if changed:
         session.config.get_terminal_writer().line(
             "the test suite changed the checkout (git status): " + "; ".join(changed), red=True)
