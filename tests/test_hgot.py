@@ -511,6 +511,99 @@ def test_bridge_guard_keeps_the_vote_without_a_last_answer():
     assert any("give no single other answer: kept (bridge_guard)" in e["message"] for e in infer.events)
 
 
+@pytest.mark.parametrize("answer, question, expected", [
+    ("Mountrail County", "What is the seat of the county where Van Hook Township is located? (Mountrail County, "
+                         "North Dakota)", True),
+    ("Stanley", "What is the seat of the county where Van Hook Township is located? (Mountrail County)", False),
+    ("Charles Baring", "Who is the father of Charles Baring?", True),
+    ("Baring", "Who is the father of Charles Baring?", True),  # a whole-word run of the question's words
+    ("Charles Baringo", "Who is the father of Charles Baring?", False),
+    ("the Charles Baring.", "Who is the father of Charles Baring?", True),  # normalised
+    ("yes", "Is Stanley the seat of Mountrail County?", False),
+    ("Blind Shaft", "Which film came out first, Blind Shaft or The Mask of Fu Manchu?", False),  # a choice
+    ("", "Who is the father of Charles Baring?", False),
+])
+def test_echoes(answer, question, expected):
+    """``echo_guard``'s rule: an answer whose normalised words are a run of its own question's,
+    except a yes / no and a candidate of a question that names two."""
+    from hopqa.methods.hgot.graph import echoes
+
+    assert echoes(answer, question) is expected
+
+
+def _echoing(llm, step: str, answers: list[str]) -> None:
+    """Make the scripted Predict of ``step`` answer ``answers`` in turn, one per sample."""
+    scripted, turn = llm._replies, iter(answers * 8)
+
+    def reply(request):
+        text = request.text()
+        if text.startswith("Answer questions with short factoid answers") and "Question: " + step in text[-400:]:
+            answer = next(turn)
+            return f"{answer} is the county seat [1].\nAnswer: {answer}"
+        return scripted(request)
+
+    llm._replies = reply
+
+
+SEAT = "What is the seat of Mountrail County?"
+
+
+def test_echo_guard_outvotes_an_answer_named_in_the_question():
+    """``echo_guard`` (the small-model preset): step 2's samples answer "Mountrail County", which
+    its question names, and "Stanley"; the paper's vote ties and takes the first seen, the echo;
+    with the guard the echo does not vote, recorded and noted on the step's probe. No prompt of
+    that step changes."""
+    answers, prompts = {}, {}
+    for on in (False, True):
+        method, llm = scripted_hgot(echo_guard=on)
+        _echoing(llm, SEAT, ["Mountrail County", "Stanley"])
+        ans = method.answer(Q)
+        assert ans.error is None
+        root = ans.trace.root.find("traverse")[0]
+        step = next(t for t in root.find("traverse") if t.inputs["query"] == SEAT)
+        probe = step.find("probe")[0]
+        answers[on] = step.outputs["answer"]
+        prompts[on] = [c["prompt"] for c in probe.llm_calls]
+        assert [x["answer"] for x in probe.outputs["samples"]] == ["Mountrail County", "Stanley"]
+        if on:
+            assert probe.outputs["echo_guard"] == {"echoed": ["Mountrail County"], "voted": False}
+            assert probe.outputs["votes"] == {"Stanley": pytest.approx(probe.outputs["samples"][1]["rho"])}
+            assert probe.outputs["ci"] == 1.0
+            assert any(e["message"] == "1 sample answer(s) named in the question do not vote (echo_guard)"
+                       for e in probe.events)
+        else:
+            assert "echo_guard" not in probe.outputs
+    assert answers == {False: "Mountrail County", True: "Stanley"}
+    assert prompts[True] == prompts[False] and prompts[True]
+    from hopqa.methods.base import method_config
+
+    assert method_config("hgot", preset="small-model").echo_guard and not method_config("hgot").echo_guard
+
+
+def test_echo_guard_lets_every_echo_vote_and_keeps_it_from_the_steps_and_the_bridge_guard():
+    """When every sample echoes, the vote is as usual (noted); that step is then left out of the
+    steps INFER reads (``step_answers``) and of the last steps ``bridge_guard`` may take, so
+    INFER's vote for the bridge is kept, with the guard's reason."""
+    method, llm = scripted_hgot(echo_guard=True, step_answers=True, bridge_guard=True)
+    _bridging(method, llm)
+    _echoing(llm, SEAT, ["Mountrail County"])
+    ans = method.answer(Q)
+    root = ans.trace.root.find("traverse")[0]
+    step = next(t for t in root.find("traverse") if t.inputs["query"] == SEAT)
+    probe = step.find("probe")[0]
+    assert step.outputs["answer"] == "Mountrail County"
+    assert probe.outputs["echo_guard"] == {"echoed": ["Mountrail County", "Mountrail County"], "voted": True}
+    assert any("every sample's answer is named in the question: they vote as usual" in e["message"] for e in probe.events)
+    infer = root.find("infer")[-1]
+    assert infer.outputs["step_answers"] == [{"question": "Which county is Van Hook Township in?",
+                                              "answer": "Mountrail County"}]
+    assert any("1 step answer(s) named in their own question left out of the steps read (echo_guard)" in e["message"]
+               for e in infer.events)
+    final = [c["prompt"] for c in infer.llm_calls if c["prompt"].startswith("Answer questions")]
+    assert final and all(f"- {SEAT}" not in p for p in final)
+    assert infer.outputs["bridge_guard"]["last_step"] is None and ans.answer == "Mountrail County"
+
+
 def test_depth_zero_is_probe_only():
     method, llm = scripted_hgot(depth=0)
     ans = method.answer(Q)

@@ -113,6 +113,21 @@ def _names_the_same(answer: str, bridge: str) -> bool:
     return answer == bridge or f" {answer} " in f" {bridge} "
 
 
+def echoes(answer: str, question: str) -> bool:
+    """Whether ``answer`` is named in its own ``question`` (HGOT's ``echo_guard``, not in the
+    paper): its SQuAD-normalised words are a whole-word run of the question's ("Mountrail County"
+    for "What is the seat of the county ...? (Mountrail County, North Dakota)", "Charles Baring"
+    for "Who is the father of Charles Baring?"). Never a yes / no, and never for a question that
+    names two candidates to choose from (``hopqa.methods.choice.candidates``), whose answer is
+    one of them."""
+    from hopqa.methods.choice import candidates
+
+    key = normalize_answer(answer)
+    if not key or key in _YES_NO or candidates(question) is not None:
+        return False
+    return _names_the_same(key, normalize_answer(question))
+
+
 def bridge_replacement(answer: str, graph: nx.DiGraph, answers: dict[int, str]) -> tuple[int, int | None, str] | None:
     """The bridge guard (HGOT's ``bridge_guard``, not in the paper): when INFER's ``answer`` names
     the answer of a *bridge*, a step that another step depends on (an intermediate entity of the

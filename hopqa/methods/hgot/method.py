@@ -84,7 +84,7 @@ from hopqa.methods.base import (
 )
 from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
-from hopqa.methods.hgot.graph import bridge_replacement, build_graph, parse_dependencies, parse_steps
+from hopqa.methods.hgot.graph import bridge_replacement, build_graph, echoes, parse_dependencies, parse_steps
 from hopqa.methods.hgot.prompts import (
     CONTEXT_FORMAT,
     FORMALIZE_PROMPT,
@@ -227,6 +227,17 @@ class HGOTConfig(MethodConfig):
     #: was asked, the woman's husband where her spouse was, after the steps had found both), off
     #: by default, on in the ``small-model`` preset.
     bridge_guard: bool = False
+    #: An answer named in its own question (``graph.echoes``: "Charles Baring" for "Who is the
+    #: father of Charles Baring?", the first hop's entity for a step rewritten with it) does not
+    #: vote while another sample's answer does (Eqs. 2-3 and the passage votes over the other
+    #: samples; when every sample echoes, the vote is as usual, noted), and a step whose answer
+    #: still echoes its question is left out of the steps INFER reads (``step_answers``) and of the
+    #: last steps ``bridge_guard`` may take. Comparisons naming their candidates and yes / no
+    #: answers never echo. Not in the paper, whose vote counts every answer: a departure for small
+    #: models (issue 33; Qwen2.5-1.5B's steps answered with the entity their question named, so
+    #: the chain's last step gave back the first hop's answer), off by default, on in the
+    #: ``small-model`` preset.
+    echo_guard: bool = False
     #: A "which of A or B" question's answer held to its two candidates (``hopqa.methods.choice``:
     #: two dates compared in code, else the candidate the answer names, else one more call; each
     #: reading the σ-ranked passages of the final Predict).
@@ -396,7 +407,7 @@ class HGOT(RetrievingMethod):
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
             {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True, "bridge_guard": True,
-             "choice": True},
+             "echo_guard": True, "choice": True},
             "INFER's Predict reads the steps' answers: the steps find the intermediate "
             "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
             "are kept when self-reflection leaves none usable: the small model's reflection reversed "
@@ -404,7 +415,8 @@ class HGOT(RetrievingMethod):
             "copies its step (or an earlier step's question) gets the earlier answers added: the small model "
             "copied them, so the step searched for the first hop again; and an answer that is an earlier step's, "
             "one a later step depends on, gives way to the last step's: the small model answered with the first "
-            "hop's entity; and a comparison's answer is held to the two candidates it names, their dates compared in "
+            "hop's entity; and an answer named in its own question does not vote while another does: the small "
+            "model's steps answered with the entity their question named; and a comparison's answer is held to the two candidates it names, their dates compared in "
             "code: small models answered with the entity the comparison goes through or compared two dates wrongly"),
     }
 
@@ -536,18 +548,26 @@ class HGOT(RetrievingMethod):
             top = sorted(pooled, key=lambda x: -x.sigma)[: cfg.k]
             s.output(candidates=len(pooled), selected=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in top])
             steps = [(n.query, n.answer) for n in sub_nodes if n.query and n.answer] if cfg.step_answers else []
+            if cfg.echo_guard and (echoed := [sq for sq, sa in steps if echoes(sa, sq)]):
+                steps = [(sq, sa) for sq, sa in steps if not echoes(sa, sq)]
+                s.note(f"{len(echoed)} step answer(s) named in their own question left out of the steps read "
+                       "(echo_guard)")
             if steps:
                 s.output(step_answers=[{"question": q_, "answer": a} for q_, a in steps])
             node = self.predict(q, top, s, steps=steps)
             if cfg.bridge_guard and graph is not None:
-                node = self.guard_bridge(node, graph, sub_nodes, s)
+                node = self.guard_bridge(node, graph, sub_nodes, s, cfg.echo_guard)
             return node
 
     @staticmethod
-    def guard_bridge(node: Node, graph: nx.DiGraph, sub_nodes: list[Node], s: Any) -> Node:
+    def guard_bridge(node: Node, graph: nx.DiGraph, sub_nodes: list[Node], s: Any, echo_guard: bool = False) -> Node:
         """``bridge_guard``: INFER's ``node`` with the chain's last answer when its answer names a
-        bridge step's (``bridge_replacement``), noted and recorded on ``s`` (``bridge_guard``)."""
+        bridge step's (``bridge_replacement``), noted and recorded on ``s`` (``bridge_guard``);
+        with ``echo_guard``, a last step's answer named in its own question is not taken."""
         answers = {i: n.answer for i, n in zip(sorted(graph.nodes), sub_nodes)}
+        if echo_guard:  # a bridge's answer stays: INFER's naming it is what the guard looks for
+            answers = {i: "" if graph.out_degree(i) == 0 and echoes(a, n.query) else a
+                       for (i, a), n in zip(answers.items(), sub_nodes)}
         hit = bridge_replacement(node.answer, graph, answers)
         if hit is None:
             return node
@@ -581,10 +601,11 @@ class HGOT(RetrievingMethod):
                 t.rec, t.prec = citation_quality(t.statements, texts, entails)
             t.rho = thought_quality(t.rec, t.prec, cfg.alpha, cfg.beta if cfg.citation_quality else 0.0,
                                     cfg.gamma if cfg.citation_quality else 0.0)
-        answer, ci, votes = vote(thoughts)
+        voting = self.echo_filter(thoughts, q, s) if cfg.echo_guard else thoughts
+        answer, ci, votes = vote(voting)
         before = [round(x.sigma, 4) for x in context]
         if cfg.passage_scoring and context:
-            voters = [t for t in thoughts if normalize_answer(t.answer)]  # official: empty answers do not count
+            voters = [t for t in voting if normalize_answer(t.answer)]  # official: empty answers do not count
             nu_bar = passage_votes(voters, texts, self.judge.entails if cfg.entailment_delta else None)
             context = [Scored(x.passage, update_sigma(x.sigma, nb, ci, (cfg.w1, cfg.w2, cfg.w3)))
                        for x, nb in zip(context, nu_bar)]
@@ -596,6 +617,22 @@ class HGOT(RetrievingMethod):
                  passages=[x.passage.id for x in context], sigma_before=before,
                  sigma_after=[round(x.sigma, 4) for x in context], nu_bar=[round(v, 4) for v in nu_bar])
         return Node(answer=answer, ci=ci, context=context, query=q)
+
+    @staticmethod
+    def echo_filter(thoughts: list[Thought], q: str, s: Any) -> list[Thought]:
+        """``echo_guard``: the samples that vote on ``q``, those whose answer ``q`` itself names
+        (``graph.echoes``) left out while another sample has an answer; all of them when every
+        answer echoes. Recorded on ``s`` (``echo_guard``: the echoed answers, whether they voted)."""
+        echoed = [t for t in thoughts if echoes(t.answer, q)]
+        if not echoed:
+            return thoughts
+        others = [t for t in thoughts if not any(t is e for e in echoed) and normalize_answer(t.answer)]
+        s.output(echo_guard={"echoed": [t.answer for t in echoed], "voted": not others})
+        if not others:
+            s.note("every sample's answer is named in the question: they vote as usual (echo_guard)")
+            return thoughts
+        s.note(f"{len(echoed)} sample answer(s) named in the question do not vote (echo_guard)")
+        return others
 
     def sample_thoughts(self, prompt: str, n_passages: int, s: Any) -> list[Thought]:
         """The ``samples`` Predict samples that vote, each parse recorded on ``s`` (field
