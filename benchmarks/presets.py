@@ -34,6 +34,10 @@ docs' tables: ``--merge-into docs/results/presets.json --merge-note "what ran an
 run's figures into it (``merge_figures``: runs and comparisons replaced by label or added, the
 merge recorded under ``about.merged``).
 
+A variant of a preset is measured with ``--preset-set NAME=VALUE`` (repeatable), set over the
+preset in its runs: they are labelled ``METHOD (small-model, NAME=VALUE)`` and compared with the
+defaults as ``METHOD (NAME=VALUE)``; give it an ``--out`` of its own.
+
 An option of a preset that acts after everything else its method does (``LAST_STEPS``:
 ``choice``) is also measured off the preset's own run: the run without it, each answer as it
 was before that option's trace step, scored again, is stored beside it as ``METHOD
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace, dataset: str, setting: str, method: str, varia
            "--no-progress", "--no-cache"]
     if variant != "defaults":
         cmd += ["--preset", variant]
-    for item in SHARED.get(method, []):
+    for item in SHARED.get(method, []) + (args.preset_set if variant == PRESET else []):
         cmd += ["--set", item]
     t0 = time.time()
     label = f"{setting} {dataset} {method} ({variant})"
@@ -170,12 +174,13 @@ def f1_before_step(path: Path, kind: str) -> dict[str, float] | None:
     return f1 if seen else None
 
 
-def without_last_steps(table: dict, path: Path, method: str) -> list[dict]:
-    """The runs of ``table``'s preset run of ``method`` (at ``path``) without each option of
-    ``LAST_STEPS`` it used, read off its records (``f1_before_step``), labelled
-    ``METHOD (small-model, no choice)``: its questions and F1 by id, no seconds (they were not
+def without_last_steps(table: dict, path: Path, method: str, extra: str = "") -> list[dict]:
+    """The runs of ``table``'s preset run of ``method`` (at ``path``; ``extra``: its
+    ``--preset-set`` options) without each option of ``LAST_STEPS`` it used, read off its
+    records (``f1_before_step``), labelled ``METHOD (small-model, no choice)`` (``METHOD
+    (small-model, EXTRA, no choice)``): its questions and F1 by id, no seconds (they were not
     measured apart)."""
-    label = f"{method} ({PRESET})"
+    label = preset_label(method, extra)
     run = next((r for r in table["runs"] if r["label"] == label), None)
     if run is None:
         return []
@@ -184,27 +189,35 @@ def without_last_steps(table: dict, path: Path, method: str) -> list[dict]:
         f1 = f1_before_step(path, kind)
         if f1 is None:
             continue
-        derived.append({**run, "label": f"{method} ({PRESET}, {suffix})", "f1": sum(f1.values()) / len(f1),
+        derived.append({**run, "label": f"{label[:-1]}, {suffix})", "f1": sum(f1.values()) / len(f1),
                         "median_seconds": None, "f1_by_id": f1, "seconds_by_id": {}, "derived_from": label,
                         "answer_before": kind})
     return derived
 
 
-def variant_label(method: str, run: Path) -> str:
+def preset_label(method: str, extra: str = "") -> str:
+    """The label of ``method``'s preset run: ``METHOD (small-model)``, or with the options
+    ``--preset-set`` added to it, ``METHOD (small-model, depth=1)``."""
+    return f"{method} ({PRESET}, {extra})" if extra else f"{method} ({PRESET})"
+
+
+def variant_label(method: str, run: Path, extra: str = "") -> str:
     """A run's label in the figures: ``METHOD (VARIANT)`` for a method with a preset (its
-    defaults or its preset), the method alone for a baseline, whichever runs one report holds
-    (``hopqa report`` labels by method alone when they are unambiguous)."""
+    defaults or its preset, with ``extra``: the options ``--preset-set`` added to the preset),
+    the method alone for a baseline, whichever runs one report holds (``hopqa report`` labels by
+    method alone when they are unambiguous)."""
     if not has_preset(method):
         return method
-    return f"{method} ({PRESET if PRESET in run.parts else 'defaults'})"
+    return preset_label(method, extra) if PRESET in run.parts else f"{method} (defaults)"
 
 
-def figures_of(report_json: Path, dataset: str, setting: str, skip: int = 0) -> dict:
+def figures_of(report_json: Path, dataset: str, setting: str, skip: int = 0, extra: str = "") -> dict:
     """One dataset and setting of ``figures.json``: its runs (complete ones) and their F1
-    comparisons with Retrieve-then-Read, from ``hopqa report``'s JSON."""
+    comparisons with Retrieve-then-Read, from ``hopqa report``'s JSON (``extra``: the options
+    ``--preset-set`` added to the preset, in its runs' labels)."""
     data = json.loads(report_json.read_text(encoding="utf-8"))
     rows = [r for r in data["rows"] if r["stratum"] == "all"]
-    labels = {r["label"]: variant_label(r["method"], Path(r["run"])) for r in rows}
+    labels = {r["label"]: variant_label(r["method"], Path(r["run"]), extra) for r in rows}
     runs = [{"label": labels[r["label"]], "method": r["method"], "n": r["n"], "asked": r["asked"],
              "partial": r["partial"], "f1": r["metrics"].get("f1"), "median_seconds": median_seconds(Path(r["run"])),
              "f1_by_id": f1_by_id(Path(r["run"])), "seconds_by_id": seconds_by_id(Path(r["run"])), "skip": skip}
@@ -236,18 +249,19 @@ def report(args: argparse.Namespace, datasets: list[str], settings: list[str], m
             cmd = [sys.executable, "-m", "hopqa.cli", "report", *map(str, dirs), *baseline,
                    "--metrics", "em,f1,support_recall", "--no-plots", "--out", str(out / f"report-{dataset}-{setting}")]
             subprocess.run(cmd, check=True)
-            table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting, args.skip)
+            extra = ", ".join(args.preset_set)
+            table = figures_of(out / f"report-{dataset}-{setting}" / "report.json", dataset, setting, args.skip, extra)
             tables.append(table)
             for method in methods:
                 base = f1_by_id(run_dir(out, "defaults", dataset, setting, method))
                 tuned = f1_by_id(run_dir(out, PRESET, dataset, setting, method))
-                derived = without_last_steps(table, run_dir(out, PRESET, dataset, setting, method), method)
+                derived = without_last_steps(table, run_dir(out, PRESET, dataset, setting, method), method, extra)
                 table["runs"] += derived
                 rtr = next((r for r in table["runs"] if r["label"] == "retrieve-then-read"), None)
                 if rtr is not None:
                     table["vs_retrieve_then_read"] += [_paired(compare_by_id(d["f1_by_id"], rtr["f1_by_id"]), d["label"])
                                                        for d in derived]
-                pairs = [(method, tuned, base)]
+                pairs = [(f"{method} ({extra})" if extra else method, tuned, base)]
                 for d in derived:  # the preset without an option acting last: against its defaults and the preset
                     pairs.append((comparison_name(d["label"]), d["f1_by_id"], base))
                     c = compare_by_id(tuned, d["f1_by_id"])
@@ -431,6 +445,9 @@ def main() -> None:
     ap.add_argument("--baselines", default="retrieve-then-read,ircot")
     ap.add_argument("--variants", default=f"defaults,{PRESET}",
                     help="which runs of each method: its defaults, its preset or both (baselines run with defaults)")
+    ap.add_argument("--preset-set", action="append", default=[], metavar="NAME=VALUE",
+                    help="an option set over the preset in its runs (repeatable; hopqa eval --set), a variant of the "
+                         "preset: its runs are labelled 'METHOD (small-model, NAME=VALUE)' (give it its own --out)")
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/bench-presets")
     ap.add_argument("--report-only", action="store_true", help="print the tables of what has run")

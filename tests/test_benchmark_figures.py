@@ -69,6 +69,22 @@ def test_presets_labels_each_run_by_its_variant(fault_server, tmp_path):  # noqa
     assert len(first["f1_by_id"]) == 2 and first["f1_by_id"].keys() == second["f1_by_id"].keys()
 
 
+def test_a_variant_of_a_preset_is_labelled_by_the_options_set_over_it(fault_server, tmp_path):  # noqa: F811
+    """--preset-set NAME=VALUE: the preset's runs take the option (their config records it) and
+    are labelled, and compared with the defaults, by it; the defaults' runs do not take it."""
+    server = fault_server()
+    done = _run("presets.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--datasets", "musique",
+                "--settings", "distractor", "--methods", "leapquery", "--baselines", "", "--preset-set", "k=3",
+                "--out", str(tmp_path / "bench"), "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (table,) = json.loads((tmp_path / "f.json").read_text())["tables"]
+    assert {r["label"] for r in table["runs"]} == {"leapquery (defaults)", "leapquery (small-model, k=3)"}
+    assert [c["method"] for c in table["preset_vs_defaults"]] == ["leapquery (k=3)"]
+    config = {v: json.loads((tmp_path / "bench" / v / "musique-dev-distractor" / "leapquery" / "config.json").read_text())
+              for v in ("defaults", "small-model")}
+    assert config["small-model"]["options"]["k"] == 3 and config["defaults"]["options"]["k"] != 3
+
+
 def test_presets_without_a_baseline_compares_each_preset_with_its_defaults(fault_server, tmp_path):  # noqa: F811
     """``--baselines ""``: no Retrieve-then-Read run, so nothing is compared with it, and each
     preset is still compared with its defaults on the same questions."""
