@@ -580,10 +580,10 @@ def test_echo_guard_outvotes_an_answer_named_in_the_question():
     assert method_config("hgot", preset="small-model").echo_guard and not method_config("hgot").echo_guard
 
 
-def test_echo_guard_lets_every_echo_vote_and_keeps_it_from_the_steps_and_the_bridge_guard():
-    """When every sample echoes, the vote is as usual (noted); that step is then left out of the
-    steps INFER reads (``step_answers``) and of the last steps ``bridge_guard`` may take, so
-    INFER's vote for the bridge is kept, with the guard's reason."""
+def test_echo_guard_lets_every_echo_vote_and_keeps_it_from_the_bridge_guard():
+    """When every sample echoes, the vote is as usual (noted); INFER still reads that step among
+    the steps (``step_answers``), but it is not a last step ``bridge_guard`` may take, so INFER's
+    vote for the bridge is kept, with the guard's reason."""
     method, llm = scripted_hgot(echo_guard=True, step_answers=True, bridge_guard=True)
     _bridging(method, llm)
     _echoing(llm, SEAT, ["Mountrail County"])
@@ -596,11 +596,10 @@ def test_echo_guard_lets_every_echo_vote_and_keeps_it_from_the_steps_and_the_bri
     assert any("every sample's answer is named in the question: they vote as usual" in e["message"] for e in probe.events)
     infer = root.find("infer")[-1]
     assert infer.outputs["step_answers"] == [{"question": "Which county is Van Hook Township in?",
-                                              "answer": "Mountrail County"}]
-    assert any("1 step answer(s) named in their own question left out of the steps read (echo_guard)" in e["message"]
-               for e in infer.events)
+                                              "answer": "Mountrail County"},
+                                             {"question": SEAT, "answer": "Mountrail County"}]
     final = [c["prompt"] for c in infer.llm_calls if c["prompt"].startswith("Answer questions")]
-    assert final and all(f"- {SEAT}" not in p for p in final)
+    assert final and all(f"- {SEAT} Mountrail County\n" in p for p in final)
     assert infer.outputs["bridge_guard"]["last_step"] is None and ans.answer == "Mountrail County"
 
 

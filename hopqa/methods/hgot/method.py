@@ -230,10 +230,11 @@ class HGOTConfig(MethodConfig):
     #: An answer named in its own question (``graph.echoes``: "Charles Baring" for "Who is the
     #: father of Charles Baring?", the first hop's entity for a step rewritten with it) does not
     #: vote while another sample's answer does (Eqs. 2-3 and the passage votes over the other
-    #: samples; when every sample echoes, the vote is as usual, noted), and a step whose answer
-    #: still echoes its question is left out of the steps INFER reads (``step_answers``) and of the
-    #: last steps ``bridge_guard`` may take. Comparisons naming their candidates and yes / no
-    #: answers never echo. Not in the paper, whose vote counts every answer: a departure for small
+    #: samples; when every sample echoes, the vote is as usual, noted), and a last step whose
+    #: answer still echoes its question is not one ``bridge_guard`` may take (INFER still reads
+    #: it among the steps: left out, INFER lost the chain's last hop). Comparisons naming their
+    #: candidates and yes / no answers never echo. Not in the paper, whose vote counts every
+    #: answer: a departure for small
     #: models (issue 33; Qwen2.5-1.5B's steps answered with the entity their question named, so
     #: the chain's last step gave back the first hop's answer), off by default, on in the
     #: ``small-model`` preset.
@@ -548,10 +549,6 @@ class HGOT(RetrievingMethod):
             top = sorted(pooled, key=lambda x: -x.sigma)[: cfg.k]
             s.output(candidates=len(pooled), selected=[{"id": x.passage.id, "sigma": round(x.sigma, 4)} for x in top])
             steps = [(n.query, n.answer) for n in sub_nodes if n.query and n.answer] if cfg.step_answers else []
-            if cfg.echo_guard and (echoed := [sq for sq, sa in steps if echoes(sa, sq)]):
-                steps = [(sq, sa) for sq, sa in steps if not echoes(sa, sq)]
-                s.note(f"{len(echoed)} step answer(s) named in their own question left out of the steps read "
-                       "(echo_guard)")
             if steps:
                 s.output(step_answers=[{"question": q_, "answer": a} for q_, a in steps])
             node = self.predict(q, top, s, steps=steps)
