@@ -549,7 +549,7 @@ SEAT = "What is the seat of Mountrail County?"
 
 
 def test_echo_guard_outvotes_an_answer_named_in_the_question():
-    """``echo_guard`` (the small-model preset): step 2's samples answer "Mountrail County", which
+    """``echo_guard`` (an option, not in the small-model preset): step 2's samples answer "Mountrail County", which
     its question names, and "Stanley"; the paper's vote ties and takes the first seen, the echo;
     with the guard the echo does not vote, recorded and noted on the step's probe. No prompt of
     that step changes."""
@@ -577,7 +577,7 @@ def test_echo_guard_outvotes_an_answer_named_in_the_question():
     assert prompts[True] == prompts[False] and prompts[True]
     from hopqa.methods.base import method_config
 
-    assert method_config("hgot", preset="small-model").echo_guard and not method_config("hgot").echo_guard
+    assert not method_config("hgot", preset="small-model").echo_guard and not method_config("hgot").echo_guard
 
 
 def test_echo_guard_lets_every_echo_vote_and_keeps_it_from_the_bridge_guard():

@@ -408,7 +408,7 @@ class HGOT(RetrievingMethod):
     presets: ClassVar[dict[str, Preset]] = {
         "small-model": Preset(
             {"step_answers": True, "draft_dependencies": True, "rewrite_answers": True, "bridge_guard": True,
-             "echo_guard": True, "choice": True},
+             "choice": True},
             "INFER's Predict reads the steps' answers: the steps find the intermediate "
             "answers, the final Predict on passages alone missed them; and PLAN's own dependencies "
             "are kept when self-reflection leaves none usable: the small model's reflection reversed "
@@ -416,8 +416,7 @@ class HGOT(RetrievingMethod):
             "copies its step (or an earlier step's question) gets the earlier answers added: the small model "
             "copied them, so the step searched for the first hop again; and an answer that is an earlier step's, "
             "one a later step depends on, gives way to the last step's: the small model answered with the first "
-            "hop's entity; and an answer named in its own question does not vote while another does: the small "
-            "model's steps answered with the entity their question named; and a comparison's answer is held to the two candidates it names, their dates compared in "
+            "hop's entity; and a comparison's answer is held to the two candidates it names, their dates compared in "
             "code: small models answered with the entity the comparison goes through or compared two dates wrongly"),
     }
 
