@@ -1,7 +1,7 @@
 """The embedded model's memory (RSS) as its prefix cache fills up to its budget, and after.
 
     .venv/bin/python benchmarks/prefix_cache_memory.py [--llm qwen2.5-1.5b] [--budget-mb 2048]
-        [--prompt-tokens 1024] [--past-full 4]
+        [--prompt-tokens 1024] [--past-full 4] [--figures FILE]
 
 Loads the embedded model with ``?prefix_cache_mb=--budget-mb`` and sends prompts that share no
 whole block with each other (each keeps a snapshot of its own) until the cache has evicted
@@ -10,6 +10,8 @@ prompt tokens sent, the cache's entries and MiB, evictions, and the process's re
 (``VmRSS``) and its peak (``VmHWM``) against the model loaded with nothing cached. The prompts are
 evaluated at the model's prompt speed (Qwen2.5-1.5B: ~60 tokens/s on 2 cores, ~28 KB of keys and
 values a token), so the default budget takes ~20 minutes to fill. One model process at a time.
+``--figures FILE`` also writes the rows as JSON with the date, machine, model and command
+(``benchmarks/figures.py``), rewritten after every row so a stopped run keeps what it printed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import os
 import platform
 import random
 import time
+from typing import Any
+
+from figures import about, write_figures
 
 from hopqa.llm.llamacpp import EmbeddedConfig, LlamaCppLLM
 
@@ -40,6 +45,7 @@ def main() -> None:
     p.add_argument("--budget-mb", type=int, default=2048)
     p.add_argument("--prompt-tokens", type=int, default=1024)
     p.add_argument("--past-full", type=int, default=4, help="stop after this many evictions")
+    p.add_argument("--figures", help="also write the rows as JSON to this file")
     args = p.parse_args()
     llm = LlamaCppLLM(args.llm, config=EmbeddedConfig(n_ctx=4096, prefix_cache_mb=args.budget_mb, chat=False))
     cache = llm.prefix_cache
@@ -53,10 +59,19 @@ def main() -> None:
     words = [f"w{i}" for i in range(5000)]
     rng = random.Random(0)
     sent, i, t0 = 0, 0, time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    meta = about(model=f"embedded:{args.llm}", budget_mb=args.budget_mb, prompt_tokens=args.prompt_tokens,
+                 past_full=args.past_full, loaded_rss_mb=round(rss0, 1))
 
     def row() -> None:
         s = cache.stats()
         rss, peak = memory_mb()
+        rows.append({"prompts": i, "tokens_sent": sent, "entries": s["entries"],
+                     "cache_mb": round(s["bytes"] / 2**20, 1), "evictions": s["evictions"], "rss_mb": round(rss, 1),
+                     "rss_over_loaded_mb": round(rss - rss0, 1), "peak_rss_mb": round(peak, 1),
+                     "seconds": round(time.perf_counter() - t0, 1)})
+        if args.figures:
+            write_figures(args.figures, meta, rows=rows)
         print(f"| {i} | {sent} | {s['entries']} | {s['bytes'] / 2**20:.0f} | {s['evictions']} | {rss:.0f} | "
               f"{rss - rss0:+.0f} | {peak:.0f} | {time.perf_counter() - t0:.0f} |", flush=True)
 
@@ -66,6 +81,9 @@ def main() -> None:
         gen = llm.generate(text, max_tokens=1)
         sent += gen.prompt_tokens
         i += 1
+        if cache.stats()["entries"] == 0:
+            raise SystemExit(f"the prompt's snapshot was not kept: {args.prompt_tokens} tokens is less than a block, "
+                             f"or its snapshot is larger than the {args.budget_mb} MiB budget")
         if i % 8 == 0:
             row()
     row()

@@ -32,3 +32,23 @@ def test_batched_samples_writes_a_row_per_n(tmp_path):
     (row,) = figures["rows"]
     assert (row["n"], row["requests"], row["samples"]) == (2, 1, 2) and row["batched_s"] > 0 and row["alone_s"] > 0
     assert 0 <= row["identical"] <= row["same_first_token"] <= 2 and row["batched_evaluated"] > 0
+
+
+@pytest.mark.slow
+def test_prefix_cache_memory_writes_a_row_as_it_goes(tmp_path):
+    """A budget a few snapshots of SmolLM2 fill: the rows, each evicting run's last one after the
+    first eviction, and the memory figures beside them; a budget no snapshot fits ends with an
+    error, not an endless loop."""
+    done = _run("prefix_cache_memory.py", "--llm", "smollm2-135m", "--budget-mb", "24", "--prompt-tokens", "600",
+                "--past-full", "1", "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["about"]["model"] == "embedded:smollm2-135m" and figures["about"]["budget_mb"] == 24
+    assert figures["about"]["loaded_rss_mb"] > 0
+    last = figures["rows"][-1]
+    assert last["evictions"] >= 1 and 0 < last["cache_mb"] <= 24 and last["entries"] >= 1
+    assert last["peak_rss_mb"] >= last["rss_mb"] > 0 and last["tokens_sent"] > 600
+    assert f"| {last['prompts']} | {last['tokens_sent']} | " in done.stdout
+    tiny = _run("prefix_cache_memory.py", "--llm", "smollm2-135m", "--budget-mb", "1", "--prompt-tokens", "600",
+                cwd=tmp_path)
+    assert tiny.returncode == 1 and "larger than the 1 MiB budget" in tiny.stderr
