@@ -61,19 +61,20 @@ def main() -> None:
     sent, i, t0 = 0, 0, time.perf_counter()
     rows: list[dict[str, Any]] = []
     meta = about(model=f"embedded:{args.llm}", budget_mb=args.budget_mb, prompt_tokens=args.prompt_tokens,
-                 past_full=args.past_full, loaded_rss_mb=round(rss0, 1))
+                 past_full=args.past_full, loaded_rss_mb=rss0)
 
     def row() -> None:
         s = cache.stats()
         rss, peak = memory_mb()
-        rows.append({"prompts": i, "tokens_sent": sent, "entries": s["entries"],
-                     "cache_mb": round(s["bytes"] / 2**20, 1), "evictions": s["evictions"], "rss_mb": round(rss, 1),
-                     "rss_over_loaded_mb": round(rss - rss0, 1), "peak_rss_mb": round(peak, 1),
-                     "seconds": round(time.perf_counter() - t0, 1)})
+        r = {"prompts": i, "tokens_sent": sent, "entries": s["entries"], "cache_mb": s["bytes"] / 2**20,
+             "evictions": s["evictions"], "rss_mb": rss, "rss_over_loaded_mb": rss - rss0, "peak_rss_mb": peak,
+             "seconds": time.perf_counter() - t0}
+        rows.append(r)
         if args.figures:
             write_figures(args.figures, meta, rows=rows)
-        print(f"| {i} | {sent} | {s['entries']} | {s['bytes'] / 2**20:.0f} | {s['evictions']} | {rss:.0f} | "
-              f"{rss - rss0:+.0f} | {peak:.0f} | {time.perf_counter() - t0:.0f} |", flush=True)
+        print(f"| {r['prompts']} | {r['tokens_sent']} | {r['entries']} | {r['cache_mb']:.0f} | {r['evictions']} | "
+              f"{r['rss_mb']:.0f} | {r['rss_over_loaded_mb']:+.0f} | {r['peak_rss_mb']:.0f} | {r['seconds']:.0f} |",
+              flush=True)
 
     while cache.stats()["evictions"] < args.past_full:
         # a distinct first word: no two prompts share a whole block, so each keeps its own snapshot

@@ -36,9 +36,9 @@ def test_batched_samples_writes_a_row_per_n(tmp_path):
 
 @pytest.mark.slow
 def test_prefix_cache_memory_writes_a_row_as_it_goes(tmp_path):
-    """A budget a few snapshots of SmolLM2 fill: the rows, each evicting run's last one after the
-    first eviction, and the memory figures beside them; a budget no snapshot fits ends with an
-    error, not an endless loop."""
+    """A budget a few snapshots of SmolLM2 fill: the run stops after the first eviction, its last
+    row in the figures as printed, with the memory beside it; a budget no snapshot fits ends
+    with an error, not an endless loop."""
     done = _run("prefix_cache_memory.py", "--llm", "smollm2-135m", "--budget-mb", "24", "--prompt-tokens", "600",
                 "--past-full", "1", "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
