@@ -24,9 +24,20 @@ give them: ``+0.087 [+0.003, +0.189], p = 0.094, 6 / 22 / 2``) must be one of:
   so a pairing of other runs that rounds to the same interval is not taken for it.
 
 Each is matched at the precision it is quoted with, its p-value and counts too (a transcribed
-one by its interval alone). A quote that is none of these is printed with its page and line,
-and the script exits 1; ``tests/test_doc_numbers.py`` runs the check in the test suite, so a
-number typed wrong, or left behind when its run was re-run, fails a test.
+one by its interval alone).
+
+An F1 the prose quotes on its own (``F1 0.196``, ``F1 of 0.38``, outside the rendered tables)
+must likewise be one of: the F1 of a run stored in ``docs/results/`` (any ``f1`` there, or the
+mean of a run's ``f1_by_id`` on all its questions or on its first 10 or 20), the mean F1 of a
+run of the 30-question MuSiQue fixture (on all, or its first 10 or 20), a figure of a table
+transcribed in ``docs/results/recorded.json``, or listed under ``f1`` in
+``docs/results/transcribed-comparisons.json`` with what it is, its date and why it cannot be
+recomputed. Only the F1 that follows the word is checked: in "F1 0.092 against 0.057" the
+second figure is not.
+
+A quote that is none of these is printed with its page and line, and the script exits 1;
+``tests/test_doc_numbers.py`` runs the check in the test suite, so a number typed wrong, or left
+behind when its run was re-run, fails a test.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from typing import Any
 from doc_tables import DOCS, MARKED, MUSIQUE30, ROOT
 
 RESULTS = DOCS / "results"
+RECORDED = RESULTS / "recorded.json"
 TRANSCRIBED = RESULTS / "transcribed-comparisons.json"
 #: The per-question metrics of ``MUSIQUE30`` the intervals page compares.
 MUSIQUE30_METRICS = ("f1", "em", "support_recall")
@@ -56,6 +68,8 @@ MUSIQUE30_METRICS = ("f1", "em", "support_recall")
 QUOTE = re.compile(r"(?<![\w.])(?P<diff>[+−-]\d+\.\d+)\s+\[(?P<low>[+−-]?\d+\.\d+),\s+(?P<high>[+−-]?\d+\.\d+)\]"
                    r"(?:(?:\*\*)?,\s+p\s+=\s+(?P<p>\d\.\d+))?"
                    r"(?:(?:\*\*)?,\s+(?P<wins>\d+)\s+/\s+(?P<ties>\d+)\s+/\s+(?P<losses>\d+)\b)?")
+#: An F1 quoted on its own: ``F1 0.196``, ``F1 of 0.38``, ``F1 **0.550**``.
+F1_QUOTE = re.compile(r"(?<![\w.])F1\s+(?:of\s+)?(?:\*\*)?(?P<value>[01]\.\d{2,3})(?!\d)")
 
 Triple = tuple[float, float, float]
 
@@ -129,6 +143,35 @@ def quotes_in(page: Path, text: str | None = None) -> list[Quote]:
                            tuple(_float(g) for g in interval), min(len(g.split(".")[1]) for g in interval),
                            m["p"], counts))
     return found
+
+
+@dataclass(frozen=True)
+class F1Quote:
+    """An F1 as a page quotes it on its own (``F1 0.196``)."""
+
+    page: Path
+    line: int
+    text: str  # as written: "0.196"
+
+    @property
+    def value(self) -> float:
+        return float(self.text)
+
+    def where(self) -> str:
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}: F1 {self.text}"
+
+    def matches(self, value: float) -> bool:
+        """Whether ``value`` rounds to this quote at the precision it is written with."""
+        places = len(self.text.split(".")[1])
+        return abs(self.value - value) <= 0.5 * 10 ** -places + 1e-9
+
+
+def f1_quotes_in(page: Path, text: str | None = None) -> list[F1Quote]:
+    """The F1 figures ``page`` (or ``text`` as that page) quotes on their own, outside its rendered tables."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    text = MARKED.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return [F1Quote(page, text.count("\n", 0, m.start()) + 1, m["value"]) for m in F1_QUOTE.finditer(text)]
 
 
 def doc_pages() -> list[Path]:
@@ -223,6 +266,62 @@ def transcribed(path: Path = TRANSCRIBED) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8"))["comparisons"]
 
 
+def transcribed_f1(path: Path = TRANSCRIBED) -> list[dict[str, Any]]:
+    """The listed F1 figures whose runs are gone (``quote``: "0.181", ``what``, ``date``, ``why``)."""
+    return json.loads(path.read_text(encoding="utf-8")).get("f1", [])
+
+
+def _means(values: list[float]) -> Iterator[float]:
+    """The mean of ``values`` and of their first 10 and 20 (``PREFIXES``)."""
+    for n in [len(values)] + [n for n in PREFIXES if n < len(values)]:
+        if n:
+            yield sum(values[:n]) / n
+
+
+def _f1_values(data: Any) -> Iterator[float]:
+    """Every ``f1`` number anywhere in ``data``, and the means of every ``f1_by_id`` (``_means``)."""
+    if isinstance(data, dict):
+        if isinstance(data.get("f1"), (int, float)) and not isinstance(data.get("f1"), bool):
+            yield float(data["f1"])
+        if isinstance(data.get("f1_by_id"), dict):
+            yield from _means([float(v) for v in data["f1_by_id"].values()])
+        for value in data.values():
+            yield from _f1_values(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _f1_values(value)
+
+
+#: A figure in a cell of a transcribed table: ``0.13`` in "0.00 / 0.13".
+FIGURE = re.compile(r"(?<![\w.])\d\.\d+(?!\d)")
+
+
+@functools.cache
+def derivable_f1() -> list[float]:
+    """Every F1 the results can give (see the module's docstring)."""
+    found: list[float] = []
+    for path in sorted(RESULTS.glob("*.json")):
+        if path == TRANSCRIBED:
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if path == RECORDED:  # transcribed tables: their cells' figures
+            found += [float(x) for table in data["tables"].values() for row in table.get("rows", [])
+                      for cell in row for x in FIGURE.findall(str(cell))]
+        else:
+            found += _f1_values(data)
+    for run in json.loads(gzip.decompress(MUSIQUE30.read_bytes()))["runs"].values():
+        found += _means([float((r.get("metrics") or {}).get("f1", 0.0)) for r in run["records"]])
+    return sorted(set(found))
+
+
+def unexplained_f1(pages: Iterable[Path] | None = None) -> list[F1Quote]:
+    """The F1 figures of ``pages`` (every docs page and the README) quoted on their own that are
+    neither derivable from the results nor transcribed."""
+    listed = {entry["quote"] for entry in transcribed_f1()}
+    return [quote for page in (doc_pages() if pages is None else pages) for quote in f1_quotes_in(page)
+            if quote.text not in listed and not any(quote.matches(v) for v in derivable_f1())]
+
+
 def unexplained(pages: Iterable[Path] | None = None) -> list[Quote]:
     """The quotes of ``pages`` (every docs page and the README) that are neither derivable from
     the results nor transcribed."""
@@ -237,9 +336,9 @@ def unexplained(pages: Iterable[Path] | None = None) -> list[Quote]:
 
 
 def main() -> int:
-    missing = unexplained()
-    for quote in missing:
-        print(f"not in the results: {quote.where()}")
+    missing = [quote.where() for quote in unexplained()] + [quote.where() for quote in unexplained_f1()]
+    for where in missing:
+        print(f"not in the results: {where}")
     return 1 if missing else 0
 
 

@@ -89,3 +89,47 @@ def test_every_transcribed_comparison_is_quoted_says_what_and_why_and_is_not_in_
         quote, = numbers.quotes_in(page, text)
         assert not any(quote.matches(t) for t in numbers.derivable()), \
             f"{entry['quote']} is recomputed from the results: drop it from {numbers.TRANSCRIBED.name}"
+
+
+# -- F1 figures quoted on their own ---------------------------------------------------------------
+def test_every_quoted_f1_is_recomputed_or_transcribed():
+    missing = [q.where() for q in numbers.unexplained_f1()]
+    assert not missing, "F1 quoted in the docs, not in the results (benchmarks/doc_numbers.py):\n" + "\n".join(missing)
+
+
+def test_the_docs_quote_f1_figures_and_most_come_from_results():
+    quotes = [q for page in numbers.doc_pages() for q in numbers.f1_quotes_in(page)]
+    listed = {entry["quote"] for entry in numbers.transcribed_f1()}
+    assert len(quotes) > 100
+    assert sum(q.text not in listed for q in quotes) > 0.9 * len(quotes)
+
+
+def test_an_f1_is_read_as_written_and_rendered_tables_and_differences_are_left_out(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- table: x (source: y) -->\n| F1 0.999 |\n<!-- /table -->\n"
+                    "F1 0.196 against 0.194; F1 of 0.38, F1\n**0.550**; F1 +0.035 [0.000, +0.091]; "
+                    "EM/F1 0.2; F1 0.1234\n", encoding="utf-8")
+    quotes = numbers.f1_quotes_in(page)
+    assert [(q.line, q.text) for q in quotes] == [(4, "0.196"), (4, "0.38"), (4, "0.550")]
+    assert quotes[1].matches(0.3849) and not quotes[1].matches(0.386)
+    assert quotes[0].matches(0.1964) and not quotes[0].matches(0.1966)
+
+
+def test_an_f1_typed_wrong_is_found(tmp_path):
+    known = numbers.derivable_f1()
+    right = next(v for v in known if 0.1 < v < 0.9)
+    # a figure at least 0.001 away from every F1 the results give
+    wrong = next(x / 1000 for x in range(100, 900) if all(abs(x / 1000 - v) > 0.001 for v in known))
+    page = tmp_path / "page.md"
+    page.write_text(f"F1 {right:.3f} on 30 questions.\n\nAnd F1 {wrong:.3f}, typed wrong.\n", encoding="utf-8")
+    assert [(q.line, q.text) for q in numbers.unexplained_f1([page])] == [(3, f"{wrong:.3f}")]
+
+
+def test_every_transcribed_f1_is_quoted_says_what_and_why_and_is_not_in_the_results():
+    quoted = {q.text for page in numbers.doc_pages() for q in numbers.f1_quotes_in(page)}
+    for entry in numbers.transcribed_f1():
+        assert entry["quote"] in quoted, f"listed but no longer quoted: F1 {entry['quote']}"
+        assert entry["what"] and entry["date"] and entry["why"]
+        quote = numbers.F1Quote(Path("listed.md"), 1, entry["quote"])
+        assert not any(quote.matches(v) for v in numbers.derivable_f1()), \
+            f"F1 {entry['quote']} is recomputed from the results: drop it from {numbers.TRANSCRIBED.name}"
