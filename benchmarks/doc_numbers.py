@@ -74,6 +74,24 @@ F1_QUOTE = re.compile(r"(?<![\w.])F1\s+(?:of\s+)?(?:\*\*)?(?P<value>[01]\.\d{2,3
 Triple = tuple[float, float, float]
 
 
+def _shown(page: Path) -> Path:
+    """``page`` as a message names it: relative to the repository where it is in it."""
+    return page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+
+
+def _rounds_to(written: str, value: float) -> bool:
+    """Whether ``value`` rounds to the figure ``written`` ("0.094") at its precision."""
+    places = len(written.split(".")[1])
+    return abs(float(written) - value) <= 0.5 * 10 ** -places + 1e-9
+
+
+def _prose(page: Path, text: str | None) -> str:
+    """``page``'s text (or ``text`` as that page) with its rendered tables blanked, line count kept
+    (the tables are doc_tables' check)."""
+    text = page.read_text(encoding="utf-8") if text is None else text
+    return MARKED.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
 @dataclass(frozen=True)
 class Figures:
     """A paired difference as the results give it: its interval, and its p-value and wins / ties
@@ -108,8 +126,7 @@ class Quote:
         return self.text[:self.text.index("]") + 1]
 
     def where(self) -> str:
-        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
-        return f"{page}:{self.line}: {self.text}"
+        return f"{_shown(self.page)}:{self.line}: {self.text}"
 
     def matches(self, figures: Figures) -> bool:
         """Whether ``figures`` round to this quote at the precision it is written with: the
@@ -121,8 +138,7 @@ class Quote:
         if self.p_value is not None:
             if figures.p_value is None:
                 return False
-            places = len(self.p_value.split(".")[1])
-            if abs(float(self.p_value) - figures.p_value) > 0.5 * 10 ** -places + 1e-9:
+            if not _rounds_to(self.p_value, figures.p_value):
                 return False
         return self.counts is None or self.counts == figures.counts
 
@@ -133,8 +149,7 @@ def _float(text: str) -> float:
 
 def quotes_in(page: Path, text: str | None = None) -> list[Quote]:
     """The quoted differences of ``page`` (or of ``text`` as that page), outside its rendered tables."""
-    text = page.read_text(encoding="utf-8") if text is None else text
-    text = MARKED.sub(lambda m: "\n" * m.group(0).count("\n"), text)  # the tables: doc_tables' check
+    text = _prose(page, text)
     found = []
     for m in QUOTE.finditer(text):  # a quote may wrap: its line is the one it starts on
         interval = (m["diff"], m["low"], m["high"])
@@ -158,19 +173,16 @@ class F1Quote:
         return float(self.text)
 
     def where(self) -> str:
-        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
-        return f"{page}:{self.line}: F1 {self.text}"
+        return f"{_shown(self.page)}:{self.line}: F1 {self.text}"
 
     def matches(self, value: float) -> bool:
         """Whether ``value`` rounds to this quote at the precision it is written with."""
-        places = len(self.text.split(".")[1])
-        return abs(self.value - value) <= 0.5 * 10 ** -places + 1e-9
+        return _rounds_to(self.text, value)
 
 
 def f1_quotes_in(page: Path, text: str | None = None) -> list[F1Quote]:
     """The F1 figures ``page`` (or ``text`` as that page) quotes on their own, outside its rendered tables."""
-    text = page.read_text(encoding="utf-8") if text is None else text
-    text = MARKED.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    text = _prose(page, text)
     return [F1Quote(page, text.count("\n", 0, m.start()) + 1, m["value"]) for m in F1_QUOTE.finditer(text)]
 
 
@@ -279,12 +291,10 @@ def _means(values: list[float]) -> Iterator[float]:
 
 
 def _f1_values(data: Any) -> Iterator[float]:
-    """Every ``f1`` number anywhere in ``data``, and the means of every ``f1_by_id`` (``_means``)."""
+    """Every ``f1`` number anywhere in ``data``."""
     if isinstance(data, dict):
         if isinstance(data.get("f1"), (int, float)) and not isinstance(data.get("f1"), bool):
             yield float(data["f1"])
-        if isinstance(data.get("f1_by_id"), dict):
-            yield from _means([float(v) for v in data["f1_by_id"].values()])
         for value in data.values():
             yield from _f1_values(value)
     elif isinstance(data, list):
@@ -309,6 +319,7 @@ def derivable_f1() -> list[float]:
                       for cell in row for x in FIGURE.findall(str(cell))]
         else:
             found += _f1_values(data)
+            found += [m for by_id in _per_question(data) for m in _means([float(v) for v in by_id.values()])]
     for run in json.loads(gzip.decompress(MUSIQUE30.read_bytes()))["runs"].values():
         found += _means([float((r.get("metrics") or {}).get("f1", 0.0)) for r in run["records"]])
     return sorted(set(found))
