@@ -1,0 +1,93 @@
+"""A yes / no question's answer held to yes or no (issue 33; a draft, not yet an option of any method).
+
+A question that opens on its verb and names no candidates to choose between ("Are the directors
+of films A and B both from the same country?", "Is X the capital of Y?", "Did A and B attend the
+same school?") asks for yes or no. A small model often answers it with the value its comparison
+went through ("Italian", "English", "1942"), which scores 0 whatever the comparison found.
+
+``is_polar`` reads the question's form: it opens on an auxiliary verb (``POLAR_VERBS``) and
+``hopqa.methods.choice.candidates`` finds no "A or B" in it (that is a choice, held to its
+candidates by ``choice`` instead). ``yes_no`` reads yes or no off the start of an answer ("Yes,
+both were Italian." is yes; "True" / "False" too; "Italian" is neither).
+
+``hold_to_polar`` then settles the answer, recorded as a ``polar`` step (``how``):
+
+- ``read``: the answer already says yes or no: it becomes that word;
+- ``asked``: else the model is asked once, with the passages, to answer yes or no
+  (``POLAR_PROMPT``); a reply that says neither keeps the first answer (noted).
+
+Not in any paper. Every parser here is linear in its input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hopqa.llm.base import LLMBase
+from hopqa.methods.choice import CHOICE_PASSAGES, candidates
+from hopqa.methods.parsing import clean_answer, first_line_after
+from hopqa.text import render_passages
+from hopqa.trace import step
+from hopqa.types import Passage
+
+#: Auxiliary verbs a yes / no question opens on.
+POLAR_VERBS = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can",
+                         "could", "will", "would", "should", "shall", "may", "might", "must"})
+#: Tokens of the yes / no reply.
+POLAR_TOKENS = 8
+POLAR_PROMPT = (
+    "{passages}\n\n"
+    "Question: {question}\n"
+    "Using the passages, answer the question with yes or no, nothing else.\n"
+    "Answer:"
+)
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+_YES = frozenset({"yes", "true", "yeah", "yep", "correct"})
+_NO = frozenset({"no", "false", "nope", "incorrect", "neither"})
+
+
+def is_polar(question: str) -> bool:
+    """Whether ``question`` asks for yes or no: it opens on an auxiliary verb (``POLAR_VERBS``)
+    and names no two candidates to choose between (``choice.candidates``)."""
+    m = _FIRST_WORD.search(question)
+    if m is None or question[:m.start()].strip() or m.group().lower() not in POLAR_VERBS:
+        return False
+    return candidates(question) is None
+
+
+def yes_no(answer: str) -> str | None:
+    """``yes`` or ``no`` when the first word of ``answer`` says it (``_YES``, ``_NO``: "Yes, both
+    are American." is yes, "False" is no), else None."""
+    m = _FIRST_WORD.search(answer)
+    if m is None or answer[:m.start()].strip(" \t\n*\"'(["):
+        return None
+    word = m.group().lower()
+    return "yes" if word in _YES else "no" if word in _NO else None
+
+
+def hold_to_polar(llm: LLMBase, question: str, answer: str, passages: Sequence[Passage],
+                  max_words: int | None = None) -> str:
+    """``answer`` held to yes or no when ``question`` asks for it (module docstring): unchanged
+    otherwise; else the yes or no it says (``read``) or, when it says neither, the model's yes or no
+    reading the first ``CHOICE_PASSAGES`` of ``passages``, each cut to ``max_words`` (``asked``,
+    one call), or ``answer`` when that reply says neither. A ``polar`` step records it whenever the
+    question asks for yes or no."""
+    if not is_polar(question):
+        return answer
+    with step("polar", answer=answer) as s:
+        said = yes_no(answer)
+        if said is not None:
+            s.output(kept=said, how="read")
+            return said
+        shown = list(passages)[:CHOICE_PASSAGES]
+        gen = llm.generate(POLAR_PROMPT.format(passages=render_passages(shown, max_words=max_words),
+                                               question=question),
+                           max_tokens=POLAR_TOKENS, temperature=0.0, stop=["\n"])
+        reply = clean_answer(first_line_after(gen.text, 0))
+        said = yes_no(reply)
+        s.output(passages=[p.id for p in shown], reply=reply, kept=said or answer, how="asked")
+        if said is None:
+            s.note("the reply says neither yes nor no: the answer is kept")
+            return answer
+        return said
