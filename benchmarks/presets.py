@@ -39,7 +39,7 @@ preset in its runs: they are labelled ``METHOD (small-model, NAME=VALUE)`` and c
 defaults as ``METHOD (NAME=VALUE)``; give it an ``--out`` of its own.
 
 An option of a preset that acts after everything else its method does (``LAST_STEPS``:
-``choice``) is also measured off the preset's own run: the run without it, each answer as it
+``choice``, ``polar``) is also measured off the preset's own run: the run without it, each answer as it
 was before that option's trace step, scored again, is stored beside it as ``METHOD
 (small-model, no choice)`` and compared with the defaults (and Retrieve-then-Read); its seconds
 are not known apart.
@@ -143,8 +143,10 @@ def median_seconds(path: Path) -> float | None:
 #: trace step that records them, with the label suffix of the run without them (``choice``: the
 #: answer held to a comparison's candidates). The preset without such an option is read off the
 #: preset's own run: each answer as it was before that step (the step's ``answer`` input),
-#: scored again, so that one run measures the preset with and without it on the same questions.
-LAST_STEPS = {"choice": "no choice"}
+#: scored again, so that one run measures the preset with and without it on the same questions
+#: (``polar``: a yes / no question's answer held to yes or no; a question has at most one of the
+#: two steps, a yes / no question naming no candidates).
+LAST_STEPS = {"choice": "no choice", "polar": "no polar"}
 
 
 def trace_steps(step: dict | None) -> Iterator[dict]:

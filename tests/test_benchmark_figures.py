@@ -569,3 +569,13 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
     plain.mkdir()
     (plain / "results.jsonl").write_text(json.dumps(record("q0", "Shaft", 0.5, None)) + "\n")
     assert presets.without_last_steps({"runs": [_stored_run("tor (small-model)", {"q0": 0.5})]}, plain, "tor") == []
+    # a run with polar on (``--preset-set polar=true``) gives the preset without its polar step too
+    yes_no = tmp_path / "polar"
+    yes_no.mkdir()
+    polar = {"kind": "method", "inputs": {}, "children": [{"kind": "polar", "inputs": {"answer": "Italian"}}]}
+    (yes_no / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {**record("q0", "yes", 1.0, None), "gold": ["yes"], "trace": polar}, record("q1", "The Mask", 0.0, "Blind Shaft"))))
+    table = {"runs": [_stored_run("leapquery (small-model, polar=true)", {"q0": 1.0, "q1": 0.0})]}
+    no_choice, no_polar = presets.without_last_steps(table, yes_no, "leapquery", "polar=true")
+    assert no_polar["label"] == "leapquery (small-model, polar=true, no polar)" and no_polar["answer_before"] == "polar"
+    assert no_polar["f1_by_id"] == {"q0": 0.0, "q1": 0.0} and no_choice["f1_by_id"] == {"q0": 1.0, "q1": 1.0}

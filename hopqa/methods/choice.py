@@ -96,8 +96,12 @@ _WH = re.compile(r"\b(?:which|who|whom|whose|what)\b", re.IGNORECASE)
 _OR = re.compile(r"\s+or\s+", re.IGNORECASE)
 _AMONG = re.compile(r"\b(?:out of|between)\s+", re.IGNORECASE)
 _AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+#: Auxiliary verbs a question may open on: a choice ("Was A or B born first?", ``candidates``)
+#: or a yes / no question ("Are both directors from the same country?", ``hopqa.methods.polar``).
+AUX_VERBS = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
+                       "will", "would", "should", "shall", "may", "might", "must"})
 #: A question opening on its verb: "Was A or B born first?", "Did A or B die later?".
-_AUX = re.compile(r"^(?:was|were|is|are|did|does|do|has|have|had)\s+", re.IGNORECASE)
+_AUX = re.compile(r"^(?:" + "|".join(sorted(AUX_VERBS)) + r")\s+", re.IGNORECASE)
 #: Lower-case words inside a name ("Gone with the Wind", "Lothar von Trotha"), kept when a
 #: capitalised word follows them in the run.
 _NAME_LINKS = frozenset({"of", "the", "a", "an", "and", "in", "on", "at", "to", "for", "with", "from", "by", "de",

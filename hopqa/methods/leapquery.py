@@ -82,6 +82,7 @@ from typing import Any, ClassVar, Literal
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import FewShotMethod, MethodConfig, MethodError, Preset, Result, register
 from hopqa.methods.choice import hold_to_choice
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.demos import demo_bridge, multi_hop
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.methods.retrieve_read import Reader
@@ -389,6 +390,11 @@ class LeapQueryConfig(MethodConfig):
     #: reading the top-k). Not the paper's: a remedy for small models that compare two dates
     #: wrongly or answer with the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
+    #: answer opens on, else one more call reading the top-k). Not in the paper: a remedy for small models
+    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
+    #: default.
+    polar: bool = False
     #: The order the reader reads the final top-k in: ``rerank`` (§3.4: the reranker's, best
     #: first) or ``question-first`` (``question_first``: those of the top-k that the question's
     #: own retrieval found, in the retriever's order, then those the sub-questions brought, in the
@@ -510,6 +516,8 @@ class LeapQuery(FewShotMethod):
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
         answer = (hold_to_choice(self.llm, question, reading.answer, top, cfg.max_passage_words) if cfg.choice
                   else reading.answer)
+        if cfg.polar:
+            answer = hold_to_polar(self.llm, question, answer, top, cfg.max_passage_words)
         return Result(answer=answer, passages=top)
 
     def gaps(self, question: str, top: list[Passage], hops: Hops | None = None) -> list[str]:

@@ -1,14 +1,16 @@
-"""A yes / no question's answer held to yes or no (issue 33; a draft, not yet an option of any method).
+"""A yes / no question's answer held to yes or no (issue 33: the ``polar`` option of the seed methods).
 
 A question that opens on its verb and names no candidates to choose between ("Are the directors
 of films A and B both from the same country?", "Is X the capital of Y?", "Did A and B attend the
 same school?") asks for yes or no. A small model often answers it with the value its comparison
 went through ("Italian", "English", "1942"), which scores 0 whatever the comparison found.
 
-``is_polar`` reads the question's form: it opens on an auxiliary verb (``POLAR_VERBS``) and
-``hopqa.methods.choice.candidates`` finds no "A or B" in it (that is a choice, held to its
-candidates by ``choice`` instead). ``yes_no`` reads yes or no off the start of an answer ("Yes,
-both were Italian." is yes; "True" / "False" too; "Italian" is neither).
+``is_polar`` reads the question's form: it opens on an auxiliary verb
+(``hopqa.methods.choice.AUX_VERBS``, the list ``choice`` reads "Was A or B born first?" with) and
+has no lower-case "or" (an alternative question, "Is A or B public?", asks which; a title's "Or"
+does not count). ``yes_no`` reads yes or no off the start of an answer ("Yes, both were
+Italian." is yes; "True" / "False" too; "Italian" is neither). On the shipped dev subsets it
+finds the 14 yes / no questions of 2WikiMultihopQA's 164 and the 17 of HotpotQA's 200, and no other.
 
 ``hold_to_polar`` then settles the answer, recorded as a ``polar`` step (``how``):
 
@@ -25,15 +27,12 @@ import re
 from collections.abc import Sequence
 
 from hopqa.llm.base import LLMBase
-from hopqa.methods.choice import CHOICE_PASSAGES, candidates
+from hopqa.methods.choice import AUX_VERBS, CHOICE_PASSAGES, candidates
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.text import render_passages
 from hopqa.trace import step
 from hopqa.types import Passage
 
-#: Auxiliary verbs a yes / no question opens on.
-POLAR_VERBS = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "has", "have", "had", "can",
-                         "could", "will", "would", "should", "shall", "may", "might", "must"})
 #: Tokens of the yes / no reply.
 POLAR_TOKENS = 8
 POLAR_PROMPT = (
@@ -43,17 +42,21 @@ POLAR_PROMPT = (
     "Answer:"
 )
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
+#: An "or" between alternatives: "Is A or B further west?" asks which, not yes or no (lower-case:
+#: a title's "Or" is not one, "Kill Or Be Killed").
+_OR = re.compile(r"\bor\b")
 _YES = frozenset({"yes", "true", "yeah", "yep", "correct"})
 _NO = frozenset({"no", "false", "nope", "incorrect", "neither"})
 
 
 def is_polar(question: str) -> bool:
-    """Whether ``question`` asks for yes or no: it opens on an auxiliary verb (``POLAR_VERBS``)
-    and names no two candidates to choose between (``choice.candidates``)."""
+    """Whether ``question`` asks for yes or no: it opens on an auxiliary verb
+    (``hopqa.methods.choice.AUX_VERBS``) and has no "or" (an alternative question, "Is A or B
+    public?", asks which, whether or not ``choice.candidates`` finds its two)."""
     m = _FIRST_WORD.search(question)
-    if m is None or question[:m.start()].strip() or m.group().lower() not in POLAR_VERBS:
+    if m is None or question[:m.start()].strip() or m.group().lower() not in AUX_VERBS:
         return False
-    return candidates(question) is None
+    return candidates(question) is None and _OR.search(question) is None
 
 
 def yes_no(answer: str) -> str | None:

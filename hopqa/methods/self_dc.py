@@ -90,6 +90,7 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import distinct, hold_to_choice
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.demos import chain_decomposition, multi_hop
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
@@ -201,6 +202,11 @@ class SelfDCConfig(MethodConfig):
     #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
     #: the entity the comparison goes through (issue 33), off by default, on in the small-model preset.
     choice: bool = False
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
+    #: answer opens on, else one more call reading the passages the answer was read from). Not in the paper: a remedy for small models
+    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
+    #: default.
+    polar: bool = False
     #: A divided question divided into steps answered one after another (``DECOMPOSE_CHAIN_PROMPT``:
     #: a later step writes an earlier answer as "#1"), solved in order, each asked with the
     #: answers of the ones before it that it names (``chained``: "#1" replaced), so that its
@@ -452,6 +458,8 @@ class SelfDC(FewShotMethod):
         answer, passages = self.solve(question, 0)
         if self.config.choice:
             answer = hold_to_choice(self.llm, question, answer, distinct(passages), self.config.max_passage_words)
+        if self.config.polar:
+            answer = hold_to_polar(self.llm, question, answer, distinct(passages), self.config.max_passage_words)
         return Result(answer=answer, passages=passages)
 
     def solve(self, q: str, depth: int) -> tuple[str, list[Passage]]:

@@ -94,6 +94,7 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import distinct, hold_to_choice
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.gensco.prompts import (
     ANSWER_INSTRUCTION,
     ANSWER_INSTRUCTION_ZERO_SHOT,
@@ -174,6 +175,11 @@ class GenScoConfig(MethodConfig):
     #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
     #: the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
+    #: answer opens on, else one more call reading the passages the answer was read from, then the question's own candidates). Not in the paper: a remedy for small models
+    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
+    #: default.
+    polar: bool = False
 
 
 #: The value of a parsed sub-question that ends the decomposition (the paper's end signal).
@@ -451,6 +457,8 @@ class GenSco(FewShotMethod):
                 s.note("no passage was selected: the generator answered from its own knowledge")
         if cfg.choice:  # the walk often selects one passage: the question's candidates follow it
             answer = hold_to_choice(self.llm, question, answer, distinct(context, candidates), cfg.max_passage_words)
+        if cfg.polar:
+            answer = hold_to_polar(self.llm, question, answer, distinct(context, candidates), cfg.max_passage_words)
         return Result(answer=answer, passages=context)
 
     def select(self, question: str, candidates: list[Passage]) -> tuple[list[Passage], list[str]]:

@@ -83,6 +83,7 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import hold_to_choice
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
 from hopqa.methods.hgot.graph import bridge_replacement, build_graph, echoes, parse_dependencies, parse_steps
 from hopqa.methods.hgot.prompts import (
@@ -247,6 +248,11 @@ class HGOTConfig(MethodConfig):
     #: ``small-model`` preset (it acts after INFER, so a run of the preset also gives the preset
     #: without it: each answer before its ``choice`` step).
     choice: bool = False
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
+    #: answer opens on, else one more call reading the final Predict's σ-ranked passages). Not in the paper: a remedy for small models
+    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
+    #: default.
+    polar: bool = False
 
 
 def _words(text: str) -> list[str]:
@@ -463,6 +469,8 @@ class HGOT(RetrievingMethod):
         answer = node.answer
         if self.config.choice:
             answer = hold_to_choice(self.llm, question, answer, passages, self.config.max_passage_words)
+        if self.config.polar:
+            answer = hold_to_polar(self.llm, question, answer, passages, self.config.max_passage_words)
         return Result(answer=answer, passages=passages)
 
     # -- demonstrations (Appendix D) ---------------------------------------------------------------

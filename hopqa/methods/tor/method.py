@@ -115,6 +115,7 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import hold_to_choice
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.shorten import in_reply, needs_shortening, shorten
 from hopqa.methods.structured import Parsed, StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import (
@@ -220,6 +221,11 @@ class ToRConfig(MethodConfig):
     #: the entity the comparison goes through (issue 33); off by default, on in the small-model
     #: preset.
     choice: bool = False
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
+    #: answer opens on, else one more call reading the pool's paragraphs). Not in the paper: a remedy for small models
+    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
+    #: default.
+    polar: bool = False
     #: The final reader's prompt: ``paper`` (Tables 10-12: demonstrations, a few sentences ending
     #: "The answer is xxx.") or ``short`` (the same context asked zero-shot for a short answer
     #: without explanation, ``hopqa.methods.tor.prompts.SHORT_FUSIONS``). Not in the paper: a
@@ -628,4 +634,6 @@ def read_pool(
     passages = distinct_passages(pool)
     if getattr(cfg, "choice", False):
         answer = hold_to_choice(llm, question, answer, passages, cfg.max_passage_words)
+    if getattr(cfg, "polar", False):
+        answer = hold_to_polar(llm, question, answer, passages, cfg.max_passage_words)
     return answer, response, passages
