@@ -579,3 +579,45 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
     no_choice, no_polar = presets.without_last_steps(table, yes_no, "leapquery", "polar=true")
     assert no_polar["label"] == "leapquery (small-model, polar=true, no polar)" and no_polar["answer_before"] == "polar"
     assert no_polar["f1_by_id"] == {"q0": 0.0, "q1": 0.0} and no_choice["f1_by_id"] == {"q0": 1.0, "q1": 1.0}
+
+
+def test_the_polar_benchmark_picks_train_yes_no_questions_and_reads_the_run_with_and_without_the_step(
+        monkeypatch, tmp_path):
+    """``benchmarks/polar.py``: the first yes / no questions of each train subset, interleaved,
+    with their paragraphs; a run's F1 with its polar step and without it (each answer before
+    the step), paired, with how each step settled and the answers by gold."""
+    import importlib.util
+
+    from hopqa.methods.polar import is_polar
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("polar_bench", ROOT / "benchmarks" / "polar.py")
+    assert spec is not None and spec.loader is not None
+    polar = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(polar)
+
+    rows = polar.questions({"2wikimultihopqa": 3, "hotpotqa": 2})
+    assert [r["id"].split("-")[0] for r in rows] == ["2wikimultihopqa", "hotpotqa"] * 2 + ["2wikimultihopqa"]
+    assert all(is_polar(r["question"]) and r["paragraphs"] and r["answers"] for r in rows)
+
+    def record(qid: str, gold: str, prediction: str, f1: float, before: str | None, how: str) -> dict:
+        step = [{"kind": "polar", "inputs": {"answer": before}, "outputs": {"how": how}}] if before else []
+        return {"id": qid, "gold": [gold], "prediction": prediction, "status": "ok", "metrics": {"f1": f1},
+                "trace": {"kind": "method", "inputs": {}, "children": step}}
+
+    run = tmp_path / "leapquery"
+    run.mkdir()
+    lines = [record("q0", "no", "yes", 0.0, "Russian", "asked"),   # a value made yes: still wrong
+             record("q1", "yes", "yes", 1.0, "Italian", "asked"),  # a value made yes: won
+             record("q2", "no", "no", 1.0, "No, never.", "read"),  # read off the answer: won
+             record("q3", "2011", "yes", 0.0, "2011", "asked")]    # a garbled question: lost
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    t = polar.summary(run, "leapquery")
+    with_step, without = t["runs"]
+    assert with_step["label"] == "leapquery (small-model, polar=true)" and with_step["f1"] == 0.5
+    assert without["label"] == "leapquery (small-model, no polar)"
+    assert without["f1_by_id"] == {"q0": 0.0, "q1": 0.0, "q2": 0.0, "q3": 1.0}  # yes / no gold: scored whole
+    w = t["with_vs_without"]
+    assert (w["n"], w["wins"], w["ties"], w["losses"]) == (4, 2, 1, 1) and w["diff"] == pytest.approx(0.25)
+    assert t["how"] == {"asked": 3, "read": 1}
+    assert t["answers"] == {"2011 -> yes": 1, "no -> no": 1, "no -> yes": 1, "yes -> yes": 1}
