@@ -82,9 +82,9 @@ from typing import Any, ClassVar, Literal
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import FewShotMethod, MethodConfig, MethodError, Preset, Result, register
 from hopqa.methods.choice import hold_to_choice
-from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.demos import demo_bridge, multi_hop
 from hopqa.methods.parsing import clean_answer, first_line_after
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
     Parsed,
@@ -391,9 +391,10 @@ class LeapQueryConfig(MethodConfig):
     #: wrongly or answer with the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
     #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the top-k). Not in the paper: a remedy for small models
-    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
-    #: default.
+    #: answer opens on, else one more call reading the top-k). Not in the paper: a remedy for small
+    #: models that answer "Are both directors from the same country?" with a nationality (issue 33),
+    #: off by default and in no preset (measured on train questions: the model's yes / no leans to
+    #: yes).
     polar: bool = False
     #: The order the reader reads the final top-k in: ``rerank`` (§3.4: the reranker's, best
     #: first) or ``question-first`` (``question_first``: those of the top-k that the question's

@@ -94,7 +94,6 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import distinct, hold_to_choice
-from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.gensco.prompts import (
     ANSWER_INSTRUCTION,
     ANSWER_INSTRUCTION_ZERO_SHOT,
@@ -115,6 +114,7 @@ from hopqa.methods.gensco.prompts import (
     SUBQUESTION_SCHEMA,
 )
 from hopqa.methods.parsing import clean_answer, extract_answer
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.structured import (
     Parsed,
     StructuredMode,
@@ -176,9 +176,10 @@ class GenScoConfig(MethodConfig):
     #: the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
     #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the passages the answer was read from, then the question's own candidates). Not in the paper: a remedy for small models
-    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
-    #: default.
+    #: answer opens on, else one more call reading the passages the answer was read from, then the
+    #: question's own candidates). Not in the paper: a remedy for small models that answer "Are both
+    #: directors from the same country?" with a nationality (issue 33), off by default and in no
+    #: preset (measured on train questions: the model's yes / no leans to yes).
     polar: bool = False
 
 

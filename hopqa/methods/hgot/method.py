@@ -83,7 +83,6 @@ from hopqa.methods.base import (
     register,
 )
 from hopqa.methods.choice import hold_to_choice
-from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
 from hopqa.methods.hgot.graph import bridge_replacement, build_graph, echoes, parse_dependencies, parse_steps
 from hopqa.methods.hgot.prompts import (
@@ -129,6 +128,7 @@ from hopqa.methods.hgot.quality import (
     vote,
 )
 from hopqa.methods.parsing import extract_answer
+from hopqa.methods.polar import hold_to_polar
 from hopqa.methods.structured import (
     Parsed,
     StructuredMode,
@@ -249,9 +249,10 @@ class HGOTConfig(MethodConfig):
     #: without it: each answer before its ``choice`` step).
     choice: bool = False
     #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the final Predict's σ-ranked passages). Not in the paper: a remedy for small models
-    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
-    #: default.
+    #: answer opens on, else one more call reading the final Predict's σ-ranked passages). Not in
+    #: the paper: a remedy for small models that answer "Are both directors from the same country?"
+    #: with a nationality (issue 33), off by default and in no preset (measured on train questions:
+    #: the model's yes / no leans to yes).
     polar: bool = False
 
 

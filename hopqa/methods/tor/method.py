@@ -222,9 +222,10 @@ class ToRConfig(MethodConfig):
     #: preset.
     choice: bool = False
     #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the pool's paragraphs). Not in the paper: a remedy for small models
-    #: that answer "Are both directors from the same country?" with a nationality (issue 33), off by
-    #: default.
+    #: answer opens on, else one more call reading the pool's paragraphs). Not in the paper: a
+    #: remedy for small models that answer "Are both directors from the same country?" with a
+    #: nationality (issue 33), off by default and in no preset (measured on train questions: the
+    #: model's yes / no leans to yes).
     polar: bool = False
     #: The final reader's prompt: ``paper`` (Tables 10-12: demonstrations, a few sentences ending
     #: "The answer is xxx.") or ``short`` (the same context asked zero-shot for a short answer
