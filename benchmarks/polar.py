@@ -28,7 +28,7 @@ from pathlib import Path
 
 # benchmarks/figures.py and benchmarks/presets.py (the script's folder is on sys.path)
 from figures import about, write_figures
-from presets import SHARED, f1_before_step, records_of, trace_steps
+from presets import SHARED, f1_before_step, llm_spec, records_of, trace_steps
 
 from hopqa.datasets import load_dataset
 from hopqa.evaluation.report import compare_by_id
@@ -52,9 +52,8 @@ def questions(per_dataset: dict[str, int]) -> list[dict]:
 
 def run(args: argparse.Namespace, method: str, file: Path) -> None:
     """``hopqa eval`` of ``method``'s preset with ``polar=true`` on ``file`` (resumes)."""
-    llm = args.llm + ("?logits_all=1" if method == "self-dc" and args.llm.startswith("embedded:") else "")
     cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", str(file), "--setting", "distractor",
-           "--method", method, "--preset", "small-model", "--set", "polar=true", "--llm", llm,
+           "--method", method, "--preset", "small-model", "--set", "polar=true", "--llm", llm_spec(args.llm, method),
            "--out", str(Path(args.out) / "runs"), "--no-progress", "--no-cache"]
     for item in SHARED.get(method, []):
         cmd += ["--set", item]

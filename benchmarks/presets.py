@@ -39,8 +39,8 @@ preset in its runs: they are labelled ``METHOD (small-model, NAME=VALUE)`` and c
 defaults as ``METHOD (NAME=VALUE)``; give it an ``--out`` of its own.
 
 An option of a preset that acts after everything else its method does (``LAST_STEPS``:
-``choice``, ``polar``) is also measured off the preset's own run: the run without it, each answer as it
-was before that option's trace step, scored again, is stored beside it as ``METHOD
+``choice``, ``polar``) is also measured off the preset's own run: the run without it, each
+answer as it was before that option's trace step, scored again, is stored beside it as ``METHOD
 (small-model, no choice)`` and compared with the defaults (and Retrieve-then-Read); its seconds
 are not known apart.
 

@@ -81,10 +81,9 @@ from typing import Any, ClassVar, Literal
 
 from hopqa.llm.base import GenerationRequest, LLMBase
 from hopqa.methods.base import FewShotMethod, MethodConfig, MethodError, Preset, Result, register
-from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.demos import demo_bridge, multi_hop
 from hopqa.methods.parsing import clean_answer, first_line_after
-from hopqa.methods.polar import hold_to_polar
+from hopqa.methods.polar import hold_answer
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
     Parsed,
@@ -515,10 +514,8 @@ class LeapQuery(FewShotMethod):
             reader = Reader(READ_PROMPT, max_tokens=cfg.max_tokens)
             reading = reader.read(self.llm, question, render_passages(top, max_words=cfg.max_passage_words))
             s.output(raw=reading.raw, answer=reading.answer, parsed_by=reading.parsed_by)
-        answer = (hold_to_choice(self.llm, question, reading.answer, top, cfg.max_passage_words) if cfg.choice
-                  else reading.answer)
-        if cfg.polar:
-            answer = hold_to_polar(self.llm, question, answer, top, cfg.max_passage_words)
+        answer = hold_answer(self.llm, question, reading.answer, top, choice=cfg.choice, polar=cfg.polar,
+                             max_words=cfg.max_passage_words)
         return Result(answer=answer, passages=top)
 
     def gaps(self, question: str, top: list[Passage], hops: Hops | None = None) -> list[str]:

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 
 from hopqa.llm.base import LLMBase
-from hopqa.methods.choice import AUX_VERBS, CHOICE_PASSAGES, candidates
+from hopqa.methods.choice import AUX_VERBS, CHOICE_PASSAGES, candidates, hold_to_choice
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.text import render_passages
 from hopqa.trace import step
@@ -94,3 +94,16 @@ def hold_to_polar(llm: LLMBase, question: str, answer: str, passages: Sequence[P
             s.note("the reply says neither yes nor no: the answer is kept")
             return answer
         return said
+
+
+def hold_answer(llm: LLMBase, question: str, answer: str, passages: Sequence[Passage], *, choice: bool,
+                polar: bool, max_words: int | None = None) -> str:
+    """A seed method's final ``answer`` after its ``choice`` and ``polar`` options (each off: left
+    out), both reading the same ``passages``: held to a comparison's two candidates
+    (``hopqa.methods.choice.hold_to_choice``), then to yes or no (``hold_to_polar``). A question
+    gets at most one of the two steps: a yes / no question names no candidates."""
+    if choice:
+        answer = hold_to_choice(llm, question, answer, passages, max_words)
+    if polar:
+        answer = hold_to_polar(llm, question, answer, passages, max_words)
+    return answer

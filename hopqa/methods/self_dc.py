@@ -89,11 +89,11 @@ from hopqa.methods.base import (
     Result,
     register,
 )
-from hopqa.methods.choice import distinct, hold_to_choice
+from hopqa.methods.choice import distinct
 from hopqa.methods.demos import chain_decomposition, multi_hop
 from hopqa.methods.genread import DocumentGenerator, GenReadReader
 from hopqa.methods.parsing import extract_answer
-from hopqa.methods.polar import hold_to_polar
+from hopqa.methods.polar import hold_answer
 from hopqa.methods.structured import (
     Parsed,
     StructuredMode,
@@ -457,10 +457,9 @@ class SelfDC(FewShotMethod):
     # -- Figure 3 ----------------------------------------------------------------------------------------
     def run(self, question: str) -> Result:
         answer, passages = self.solve(question, 0)
-        if self.config.choice:
-            answer = hold_to_choice(self.llm, question, answer, distinct(passages), self.config.max_passage_words)
-        if self.config.polar:
-            answer = hold_to_polar(self.llm, question, answer, distinct(passages), self.config.max_passage_words)
+        cfg = self.config
+        answer = hold_answer(self.llm, question, answer, distinct(passages), choice=cfg.choice, polar=cfg.polar,
+                             max_words=cfg.max_passage_words)
         return Result(answer=answer, passages=passages)
 
     def solve(self, q: str, depth: int) -> tuple[str, list[Passage]]:

@@ -93,7 +93,7 @@ from hopqa.methods.base import (
     Result,
     register,
 )
-from hopqa.methods.choice import distinct, hold_to_choice
+from hopqa.methods.choice import distinct
 from hopqa.methods.gensco.prompts import (
     ANSWER_INSTRUCTION,
     ANSWER_INSTRUCTION_ZERO_SHOT,
@@ -114,7 +114,7 @@ from hopqa.methods.gensco.prompts import (
     SUBQUESTION_SCHEMA,
 )
 from hopqa.methods.parsing import clean_answer, extract_answer
-from hopqa.methods.polar import hold_to_polar
+from hopqa.methods.polar import hold_answer
 from hopqa.methods.structured import (
     Parsed,
     StructuredMode,
@@ -456,10 +456,9 @@ class GenSco(FewShotMethod):
             s.output(passages=[p.id for p in context], shuffled=cfg.shuffled, raw=raw, answer=answer, parsed_by=how)
             if not context:
                 s.note("no passage was selected: the generator answered from its own knowledge")
-        if cfg.choice:  # the walk often selects one passage: the question's candidates follow it
-            answer = hold_to_choice(self.llm, question, answer, distinct(context, candidates), cfg.max_passage_words)
-        if cfg.polar:
-            answer = hold_to_polar(self.llm, question, answer, distinct(context, candidates), cfg.max_passage_words)
+        # the walk often selects one passage: the question's candidates follow it
+        answer = hold_answer(self.llm, question, answer, distinct(context, candidates), choice=cfg.choice,
+                             polar=cfg.polar, max_words=cfg.max_passage_words)
         return Result(answer=answer, passages=context)
 
     def select(self, question: str, candidates: list[Passage]) -> tuple[list[Passage], list[str]]:

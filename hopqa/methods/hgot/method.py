@@ -82,7 +82,6 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
-from hopqa.methods.choice import hold_to_choice
 from hopqa.methods.hgot.demos import DemoSet, select_balanced, select_knn
 from hopqa.methods.hgot.graph import bridge_replacement, build_graph, echoes, parse_dependencies, parse_steps
 from hopqa.methods.hgot.prompts import (
@@ -128,7 +127,7 @@ from hopqa.methods.hgot.quality import (
     vote,
 )
 from hopqa.methods.parsing import extract_answer
-from hopqa.methods.polar import hold_to_polar
+from hopqa.methods.polar import hold_answer
 from hopqa.methods.structured import (
     Parsed,
     StructuredMode,
@@ -467,11 +466,9 @@ class HGOT(RetrievingMethod):
                 s.output(predict=len(ds.predict), plan=len(ds.plan), rewrite=len(ds.rewrite), **ds.stats)
         node = self.traverse(question, 0)
         passages = [s.passage for s in node.context]
-        answer = node.answer
-        if self.config.choice:
-            answer = hold_to_choice(self.llm, question, answer, passages, self.config.max_passage_words)
-        if self.config.polar:
-            answer = hold_to_polar(self.llm, question, answer, passages, self.config.max_passage_words)
+        cfg = self.config
+        answer = hold_answer(self.llm, question, node.answer, passages, choice=cfg.choice, polar=cfg.polar,
+                             max_words=cfg.max_passage_words)
         return Result(answer=answer, passages=passages)
 
     # -- demonstrations (Appendix D) ---------------------------------------------------------------

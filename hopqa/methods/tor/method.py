@@ -114,8 +114,7 @@ from hopqa.methods.base import (
     RetrievingMethod,
     register,
 )
-from hopqa.methods.choice import hold_to_choice
-from hopqa.methods.polar import hold_to_polar
+from hopqa.methods.polar import hold_answer
 from hopqa.methods.shorten import in_reply, needs_shortening, shorten
 from hopqa.methods.structured import Parsed, StructuredMode, read, use_schema
 from hopqa.methods.tor.fusion import (
@@ -633,8 +632,6 @@ def read_pool(
         if getattr(cfg, "short_answer", False) and needs_shortening(answer, how if reader == "paper" else ""):
             answer = shorten(llm, question, response, answer)
     passages = distinct_passages(pool)
-    if getattr(cfg, "choice", False):
-        answer = hold_to_choice(llm, question, answer, passages, cfg.max_passage_words)
-    if getattr(cfg, "polar", False):
-        answer = hold_to_polar(llm, question, answer, passages, cfg.max_passage_words)
+    answer = hold_answer(llm, question, answer, passages, choice=getattr(cfg, "choice", False),
+                         polar=getattr(cfg, "polar", False), max_words=cfg.max_passage_words)
     return answer, response, passages
