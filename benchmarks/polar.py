@@ -13,7 +13,8 @@ process at a time, resumably. ``polar`` acts after everything else a method does
 also gives the preset without it: each answer as it was before its ``polar`` step
 (``presets.f1_before_step``). ``--figures`` (default ``OUT/figures.json``) writes, per method,
 both runs' F1 by id, their paired comparison (as ``hopqa report`` pairs runs), how each step
-settled its answer (``read``, ``asked``), and the answers by gold, for ``benchmarks/doc_numbers.py``.
+settled its answer (``compared``, ``read``, ``asked``), and the answers by gold, for
+``benchmarks/doc_numbers.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,17 @@ import pytest
 
 from hopqa.llm.scripted import ScriptedLLM
 from hopqa.methods.choice import CHOICE_PASSAGES
-from hopqa.methods.polar import POLAR_PROMPT, hold_to_polar, is_polar, yes_no
+from hopqa.methods.polar import (
+    HINTS,
+    POLAR_PROMPT,
+    SAME_PROMPT,
+    hold_to_polar,
+    is_polar,
+    same_pair,
+    same_value,
+    value_of,
+    yes_no,
+)
 from hopqa.trace import Trace
 from hopqa.types import Passage
 
@@ -46,6 +56,54 @@ def test_yes_no(answer, expected):
     assert yes_no(answer) == expected
 
 
+@pytest.mark.parametrize("question, expected", [
+    ("Were Joe Gallivan and John Loone from the same country?", ("Joe Gallivan", "John Loone", "country")),
+    ("Are both villages, Stanari and Krasnoye, Prokhorovsky District, Belgorod Oblast, located in the same country?",
+     ("Stanari", "Krasnoye, Prokhorovsky District, Belgorod Oblast", "country")),
+    ("Do both films Kraurya and Penniless Hearts have the directors that share the same nationality?",
+     ("films Kraurya", "Penniless Hearts", "nationality")),
+    ("Are both director of film Sacro Gra and director of film Das Boot from the same country?",
+     ("director of film Sacro Gra", "director of film Das Boot", "country")),
+    ("Were Tomé Varela Da Silva and Wolfgang Smith of the same nationality?",
+     ("Tomé Varela Da Silva", "Wolfgang Smith", "nationality")),
+    ("Does Rafael Novoa (Actor) have the same nationality as Gayleen Aiken?",
+     ("Rafael Novoa (Actor)", "Gayleen Aiken", "nationality")),
+    ("Are both Mehdiabad, Hormozgan and Ab Garmu, Kohgiluyeh And Boyer-Ahmad located in the same country?",
+     ("Mehdiabad, Hormozgan", "Ab Garmu, Kohgiluyeh And Boyer-Ahmad", "country")),
+    ("Are Marian Gold and Jung Eun-ji members of the same band?", ("Marian Gold", "Jung Eun-ji", "band")),
+    ("Do the movies Watchers Of The Sky and The Mystery Of The Hooded Horsemen, originate from the same country?",
+     ("the movies Watchers Of The Sky", "The Mystery Of The Hooded Horsemen", "country")),
+    ("Are director of film Mazhakaaru and director of film Change (Film) both from the same country?",
+     ("director of film Mazhakaaru", "director of film Change (Film)", "country")),
+    ("Do both films Krasue Valentine and Hiawatha (1913 film) have the directors from the same country?",
+     ("films Krasue Valentine", "Hiawatha (1913 film)", "country")),
+    # not a comparison of two: no "same", two "and"s before it, no "and", not yes / no
+    ("Are Christopher Nolan and Sathish Kalathil both film directors?", None),
+    ("Are Tom and Jerry and Mickey from the same country?", None),
+    ("Is the river in the same country?", None),
+    ("Which film has the same director as Red Sky?", None),
+])
+def test_same_pair(question, expected):
+    assert same_pair(question) == expected
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("Italy", "italy"), ("the United States.", "united states"), ("unknown", None), ("Unknown (not stated)", None),
+    ("(film): United States", "united states"), ("U.S. (born in Ohio). He", "us"),
+    ("", None), ("Not mentioned in the passages", None), ("N/A", None),
+])
+def test_value_of(line, expected):
+    assert value_of(line) == expected
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("united states", "united states of america", True), ("italy", "italy", True), ("italy", "france", False),
+    ("rome italy", "italy", True), ("germany", "east germany", True), ("india", "indonesia", False),
+])
+def test_same_value(a, b, expected):
+    assert same_value(a, b) is expected
+
+
 def passages(n: int) -> list[Passage]:
     return [Passage(id=f"p{i}", title=f"Film {i}", text=f"Film {i} was directed by Person {i} of Italy.")
             for i in range(n)]
@@ -59,7 +117,8 @@ def hold(replies: list[str], question: str, answer: str, given: list[Passage]) -
     return out, trace, llm
 
 
-QUESTION = "Are the directors of Film 1 and Film 2 both from the same country?"
+QUESTION = "Is the director of Film 1 an Italian?"
+SAME = "Are the directors of Film 1 and Film 2 both from the same country?"
 
 
 def test_a_question_that_is_not_yes_no_is_left_alone():
@@ -84,6 +143,39 @@ def test_an_answer_with_a_value_asks_once_with_the_passages():
     (s,) = trace.root.children
     assert s.outputs["how"] == "asked" and s.outputs["reply"] == "Yes" and s.outputs["kept"] == "yes"
     assert s.outputs["passages"] == [f"p{i}" for i in range(CHOICE_PASSAGES)]
+
+
+def test_two_values_are_written_and_compared_in_code_over_the_readers_yes():
+    """A "same country" question: one call writes both values; they differ, so the answer is no,
+    whatever the reader said (the model leans yes)."""
+    out, trace, llm = hold(["Film 1: Italy\nFilm 2: United States"], SAME, "Yes, both are Italian.", passages(3))
+    assert out == "no"
+    (request,) = llm.requests
+    shown = "\n\n".join(f"[{i + 1}] Film {i} | Film {i} was directed by ..." for i in range(3))
+    assert request.prompt == SAME_PROMPT.format(passages=shown, question=SAME, first="the directors of Film 1",
+                                                second="Film 2", what="country", hint=HINTS["country"])
+    assert tuple(request.stop) == ("\n\n",) and request.temperature == 0.0
+    (s,) = trace.root.children
+    assert s.outputs["how"] == "compared" and s.outputs["kept"] == "no"
+    assert s.outputs["values"] == ["italy", "united states"] and s.outputs["pair"] == ["the directors of Film 1",
+                                                                                        "Film 2"]
+
+
+def test_the_same_value_is_yes_and_a_nationality_is_asked_as_a_country():
+    question = "Do Ada Lovelace and Charles Babbage share the same nationality?"
+    out, trace, llm = hold(["Ada Lovelace: United Kingdom\nCharles Babbage: the United Kingdom."], question, "No",
+                           passages(2))
+    assert out == "yes"
+    assert "Write the country of each of the two (the country's name, as France, not French)," in llm.requests[0].prompt
+    assert trace.root.children[0].outputs["what"] == "country"
+
+
+def test_an_unknown_value_falls_back_to_reading_the_answer():
+    out, trace, llm = hold(["Film 1: Italy\nFilm 2: unknown"], SAME, "Yes, both are Italian.", passages(2))
+    assert out == "yes" and len(llm.requests) == 1
+    (s,) = trace.root.children
+    assert s.outputs["how"] == "read" and s.outputs["values"] == ["italy", None]
+    assert any("no value" in e["message"] for e in s.events)
 
 
 def test_a_reply_saying_neither_keeps_the_answer_and_is_noted():
@@ -174,7 +266,8 @@ def test_the_seed_methods_hold_a_yes_no_answer_to_yes_or_no(name, polar):
 def test_polar_on_the_real_model_and_a_real_yes_no_question(smollm2, data_dir):
     """LeapQuery's small-model preset with ``polar`` on SmolLM2, on the first yes / no question of
     the shipped 2WikiMultihopQA dev subset (its gold paragraphs and distractors): the answer is
-    held to yes or no, recorded as a ``polar`` step, and is what that step kept."""
+    held to yes or no, recorded as a ``polar`` step, and is what that step kept; a "same country"
+    question has its two values written and compared first."""
     from hopqa.build import build_method
     from hopqa.datasets import load_dataset
     from hopqa.retrieval.pool import CandidatePool
@@ -188,9 +281,13 @@ def test_polar_on_the_real_model_and_a_real_yes_no_question(smollm2, data_dir):
     (read,) = ans.trace.root.find("read")
     assert polar.inputs == {"answer": read.outputs["answer"]}
     assert ans.answer == polar.outputs["kept"]
-    if polar.outputs["how"] == "read":  # the reader said yes or no itself
-        assert polar.llm_calls == [] and ans.answer in ("yes", "no")
+    if same_pair(ex.question) is not None:  # "the same country": both values written, compared in code
+        assert "Write the" in polar.llm_calls[0]["prompt"] and polar.outputs["values"]
+    if polar.outputs["how"] == "compared":
+        assert len(polar.llm_calls) == 1 and ans.answer == ("yes" if same_value(*polar.outputs["values"]) else "no")
+    elif polar.outputs["how"] == "read":  # the reader said yes or no itself
+        assert ans.answer in ("yes", "no")
     else:  # one call, over the top-k, whose reply decides unless it says neither
-        assert polar.outputs["how"] == "asked" and len(polar.llm_calls) == 1
-        assert "with yes or no" in polar.llm_calls[0]["prompt"]
+        assert polar.outputs["how"] == "asked"
+        assert "with yes or no" in polar.llm_calls[-1]["prompt"]
         assert ans.answer in ("yes", "no") or ans.answer == read.outputs["answer"]

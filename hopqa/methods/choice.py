@@ -14,7 +14,7 @@ A or B, had more members?", ends at its comma); or, with a word of comparison ("
 ``Between A and B, which ...``, a wh-head ending on the word of comparison with no comma before
 the names ("Which band was formed first The Exies or Circus Diablo?", ``_head_then_names``), or a
 question opening on its verb ("Was A or B born first?", "Did A or B have more children?": the
-second candidate is the run of name words after "or", ``_name_run``). Anything else (a yes / no
+second candidate is the run of name words after "or", ``name_run``). Anything else (a yes / no
 question, a question with no such clause, a clause with more than one "or", "Which river forms
 the border between A and B?", "Is A or B the capital?") has none, and its answer is left alone.
 
@@ -139,7 +139,7 @@ def candidates(question: str) -> tuple[str, str] | None:
     return None
 
 
-def _name_run(text: str) -> tuple[str, str]:
+def name_run(text: str) -> tuple[str, str]:
     """``text`` split after its leading run of name words: words opening on a capital or a digit
     ("Ian Brennan (Footballer)", "Apollo 13"), with the lower-case words of ``_NAME_LINKS`` between
     them ("Gone with the Wind"); (name, the rest)."""
@@ -161,7 +161,7 @@ def _verb_first(rest: str) -> tuple[str, str] | None:
     parts = _OR.split(rest)
     if len(parts) != 2:
         return None
-    second, tail = _name_run(parts[1])
+    second, tail = name_run(parts[1])
     if not second or not _compares(tail):
         return None
     return _pair([parts[0], second])
@@ -177,7 +177,7 @@ def _head_then_names(body: str) -> tuple[str, str] | None:
     last = max((i for i, w in enumerate(words) if _compares(w)), default=-1)
     if last < 0 or last + 1 >= len(words) or not words[last + 1][:1].isupper():
         return None
-    first, tail = _name_run(" ".join(words[last + 1:]))
+    first, tail = name_run(" ".join(words[last + 1:]))
     return _pair([first, parts[1]]) if first and not tail else None
 
 

@@ -389,11 +389,12 @@ class LeapQueryConfig(MethodConfig):
     #: reading the top-k). Not the paper's: a remedy for small models that compare two dates
     #: wrongly or answer with the entity the comparison goes through (issue 33), off by default.
     choice: bool = False
-    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the top-k). Not in the paper: a remedy for small
-    #: models that answer "Are both directors from the same country?" with a nationality (issue 33),
-    #: off by default and in no preset (measured on train questions: the model's yes / no leans to
-    #: yes).
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``, reading the top-k:
+    #: for "the same country" the two values written and compared in code, else the yes or no the
+    #: answer opens on, else one more call). Not in the paper: a remedy for small models that answer
+    #: "Are both directors from the same country?" with a nationality, or with a yes whatever the
+    #: two are (issue 33), off by default and in no preset (measured on train questions only so
+    #: far).
     polar: bool = False
     #: The order the reader reads the final top-k in: ``rerank`` (§3.4: the reranker's, best
     #: first) or ``question-first`` (``question_first``: those of the top-k that the question's

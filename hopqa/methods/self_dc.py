@@ -202,11 +202,12 @@ class SelfDCConfig(MethodConfig):
     #: Not in the paper: a remedy for small models that compare two dates wrongly or answer with
     #: the entity the comparison goes through (issue 33), off by default, on in the small-model preset.
     choice: bool = False
-    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the passages the answer was read from). Not in
-    #: the paper: a remedy for small models that answer "Are both directors from the same country?"
-    #: with a nationality (issue 33), off by default and in no preset (measured on train questions:
-    #: the model's yes / no leans to yes).
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``, reading the passages
+    #: the answer was read from: for "the same country" the two values written and compared in code,
+    #: else the yes or no the answer opens on, else one more call). Not in the paper: a remedy for
+    #: small models that answer "Are both directors from the same country?" with a nationality, or
+    #: with a yes whatever the two are (issue 33), off by default and in no preset (measured on
+    #: train questions only so far).
     polar: bool = False
     #: A divided question divided into steps answered one after another (``DECOMPOSE_CHAIN_PROMPT``:
     #: a later step writes an earlier answer as "#1"), solved in order, each asked with the

@@ -247,11 +247,12 @@ class HGOTConfig(MethodConfig):
     #: ``small-model`` preset (it acts after INFER, so a run of the preset also gives the preset
     #: without it: each answer before its ``choice`` step).
     choice: bool = False
-    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the final Predict's σ-ranked passages). Not in
-    #: the paper: a remedy for small models that answer "Are both directors from the same country?"
-    #: with a nationality (issue 33), off by default and in no preset (measured on train questions:
-    #: the model's yes / no leans to yes).
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``, reading the final
+    #: Predict's σ-ranked passages: for "the same country" the two values written and compared in
+    #: code, else the yes or no the answer opens on, else one more call). Not in the paper: a remedy
+    #: for small models that answer "Are both directors from the same country?" with a nationality,
+    #: or with a yes whatever the two are (issue 33), off by default and in no preset (measured on
+    #: train questions only so far).
     polar: bool = False
 
 

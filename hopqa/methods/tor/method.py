@@ -220,11 +220,12 @@ class ToRConfig(MethodConfig):
     #: the entity the comparison goes through (issue 33); off by default, on in the small-model
     #: preset.
     choice: bool = False
-    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``: the yes or no the
-    #: answer opens on, else one more call reading the pool's paragraphs). Not in the paper: a
-    #: remedy for small models that answer "Are both directors from the same country?" with a
-    #: nationality (issue 33), off by default and in no preset (measured on train questions: the
-    #: model's yes / no leans to yes).
+    #: A yes / no question's answer held to yes or no (``hopqa.methods.polar``, reading the pool's
+    #: paragraphs: for "the same country" the two values written and compared in code, else the yes
+    #: or no the answer opens on, else one more call). Not in the paper: a remedy for small models
+    #: that answer "Are both directors from the same country?" with a nationality, or with a yes
+    #: whatever the two are (issue 33), off by default and in no preset (measured on train questions
+    #: only so far).
     polar: bool = False
     #: The final reader's prompt: ``paper`` (Tables 10-12: demonstrations, a few sentences ending
     #: "The answer is xxx.") or ``short`` (the same context asked zero-shot for a short answer
