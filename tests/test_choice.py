@@ -9,12 +9,12 @@ from hopqa.methods.choice import (
     CHOICE_PASSAGES,
     DATES_PROMPT,
     candidates,
-    date_lines,
     date_direction,
     earlier_of,
     hold_to_choice,
     named,
     parse_date,
+    value_lines,
 )
 from hopqa.trace import Trace
 from hopqa.types import Passage
@@ -182,9 +182,9 @@ def test_dates_are_compared_here_not_by_the_model(reply, expected):
 
 
 def test_a_year_in_a_candidate_s_name_is_not_its_date():
-    assert date_lines("Man Alive (1945 Film): April 3, 1965\nSitting Target: 1972", ("Sitting Target",
+    assert value_lines("Man Alive (1945 Film): April 3, 1965\nSitting Target: 1972", ("Sitting Target",
                       "Man Alive (1945 Film)")) == ("1972", "April 3, 1965")
-    assert date_lines("", ("A", "B")) == ("", "")
+    assert value_lines("", ("A", "B")) == ("", "")
 
 
 @pytest.mark.parametrize("reply, note", [

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from hopqa.build import build_method
 from hopqa.methods import METHODS
-from hopqa.methods.choice import date_lines, parse_date
+from hopqa.methods.choice import parse_date, value_lines
 from hopqa.methods.gensco import is_fin, parse_subquestion
 from hopqa.methods.hgot import HGOT, parse_dependencies, parse_steps
 from hopqa.methods.hgot.demos import normalize_citations, well_formed_dependencies
@@ -145,7 +145,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool]]] = {
     "hgot.read_plan_text": (lambda t: hgot.method.read_plan_text(t, 5), lambda x: isinstance(x, Parsed)),
     # the last steps' readers (choice's date lines, polar's yes / no and value lines), and the
     # question readers they start from (a question can be huge too)
-    "choice.date_lines": (lambda t: date_lines(t, ("A", "B")), lambda x: len(x) == 2 and all(map(_is_str, x))),
+    "choice.value_lines": (lambda t: value_lines(t, ("A", "B")), lambda x: len(x) == 2 and all(map(_is_str, x))),
     "choice.parse_date": (parse_date, lambda x: x is None or (len(x) == 3 and all(isinstance(v, int) for v in x))),
     "polar.yes_no": (yes_no, lambda x: x in (None, "yes", "no")),
     "polar.value_of": (value_of, _is_opt_str),

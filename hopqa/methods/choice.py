@@ -230,11 +230,11 @@ def earlier_of(a: tuple[int, int, int], b: tuple[int, int, int]) -> int | None:
     return None
 
 
-def date_lines(reply: str, pair: tuple[str, str]) -> tuple[str, str]:
-    """Each candidate's date line of a ``DATES_PROMPT`` reply, the candidate's name cut off
-    ("Man Alive (1945 Film): April 3, 1965" -> "April 3, 1965", so that a year in a title is not
-    read): the line that starts with the candidate's name, else the line in its place; "" for a
-    candidate without one."""
+def value_lines(reply: str, pair: tuple[str, str]) -> tuple[str, str]:
+    """Each candidate's line of a reply written "A: value" / "B: value" (``DATES_PROMPT``, polar's
+    ``SAME_PROMPT``), the candidate's name cut off ("Man Alive (1945 Film): April 3, 1965" ->
+    "April 3, 1965", so that a year in a title is not read): the line that starts with the
+    candidate's name, else the line in its place; "" for a candidate without one."""
     lines = [ln.strip() for ln in reply.splitlines() if ln.strip()]
     out = []
     for i, cand in enumerate(pair):
@@ -253,7 +253,7 @@ def compare_dates(llm: LLMBase, question: str, pair: tuple[str, str], passages: 
     line holds no date or the dates tie."""
     gen = llm.generate(DATES_PROMPT.format(passages=passages, question=question, first=pair[0], second=pair[1]),
                        max_tokens=DATES_TOKENS, temperature=0.0, stop=["\n\n"])
-    first, second = date_lines(gen.text, pair)
+    first, second = value_lines(gen.text, pair)
     dates = [parse_date(first), parse_date(second)]
     s.output(dates_reply=gen.text, lines=[first, second], dates=dates, direction=direction)
     if dates[0] is None or dates[1] is None:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopqa.llm.base import LLMBase
-from hopqa.methods.choice import AUX_VERBS, CHOICE_PASSAGES, candidates, date_lines, hold_to_choice, name_run
+from hopqa.methods.choice import AUX_VERBS, CHOICE_PASSAGES, candidates, hold_to_choice, name_run, value_lines
 from hopqa.methods.parsing import clean_answer, first_line_after
 from hopqa.methods.shorten import in_reply
 from hopqa.text import normalize_answer, render_passages
@@ -180,7 +180,7 @@ def compare_values(llm: LLMBase, question: str, pair: tuple[str, str, str], pass
     gen = llm.generate(SAME_PROMPT.format(passages=passages, question=question, first=first, second=second,
                                           what=asked, hint=HINTS.get(asked, "")),
                        max_tokens=SAME_TOKENS, temperature=0.0, stop=["\n\n"])
-    lines = date_lines(gen.text, (first, second))
+    lines = value_lines(gen.text, (first, second))
     values = [value_of(line) for line in lines]
     s.output(values_reply=gen.text, lines=list(lines), values=values, what=asked)
     if values[0] is None or values[1] is None:
