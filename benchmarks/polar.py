@@ -1,10 +1,11 @@
 """``polar`` (a yes / no question's answer held to yes or no) measured on *train* yes / no questions.
 
     .venv/bin/python benchmarks/polar.py [--methods leapquery,hgot] [--per-dataset 2wikimultihopqa=20,hotpotqa=9]
-        [--llm embedded:qwen2.5-1.5b] [--out runs/polar] [--figures FILE] [--report-only]
+        [--split train] [--llm embedded:qwen2.5-1.5b] [--out runs/polar] [--figures FILE] [--report-only]
 
 Picks the first yes / no questions (``hopqa.methods.polar.is_polar``) of the shipped *train*
-subsets (never dev: the step is written and judged here before any dev measurement), writes
+subsets (the step is written and judged there before any dev measurement; ``--split dev`` then
+measures it on the dev subsets' yes / no questions, with an ``--out`` of its own), writes
 them with their paragraphs as one question file (``OUT/questions.jsonl``, the datasets
 interleaved so that a stopped run has some of each), and runs ``hopqa eval`` on it in the
 distractor setting for each method, its ``small-model`` preset with ``polar=true`` (and the
@@ -39,12 +40,12 @@ from hopqa.methods.polar import is_polar
 WITHOUT = "no polar"
 
 
-def questions(per_dataset: dict[str, int]) -> list[dict]:
-    """The first yes / no questions of each dataset's train subset, as question-file records,
+def questions(per_dataset: dict[str, int], split: str = "train") -> list[dict]:
+    """The first yes / no questions of each dataset's ``split`` subset, as question-file records,
     the datasets interleaved (one of each in turn)."""
     picked = []
     for name, n in per_dataset.items():
-        rows = [e for e in load_dataset(name, "train") if is_polar(e.question)][:n]
+        rows = [e for e in load_dataset(name, split) if is_polar(e.question)][:n]
         picked.append([{"id": f"{name}-{e.id}", "question": e.question, "answers": list(e.answers),
                         "paragraphs": [{"title": p.title, "text": p.text, "is_supporting": bool(p.is_supporting)}
                                        for p in e.paragraphs]} for e in rows])
@@ -87,6 +88,8 @@ def main() -> None:
     ap.add_argument("--methods", default="leapquery,hgot")
     ap.add_argument("--per-dataset", default="2wikimultihopqa=20,hotpotqa=9",
                     help="train yes / no questions per dataset, NAME=N,...")
+    ap.add_argument("--split", default="train", choices=["train", "dev"],
+                    help="the subsets the questions come from (train: where the step is developed)")
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/polar")
     ap.add_argument("--figures", default=None, help="figures JSON (default OUT/figures.json)")
@@ -97,7 +100,8 @@ def main() -> None:
     if not file.is_file():
         per = {k: int(v) for k, v in (item.split("=") for item in args.per_dataset.split(","))}
         out.mkdir(parents=True, exist_ok=True)
-        file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in questions(per)), encoding="utf-8")
+        file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in questions(per, args.split)),
+                        encoding="utf-8")
     methods = [m for m in args.methods.split(",") if m]
     if not args.report_only:
         for method in methods:
@@ -114,7 +118,7 @@ def main() -> None:
               f"{w['diff']:+.3f} [{w['low']:+.3f}, {w['high']:+.3f}], {w['wins']} / {w['ties']} / {w['losses']}; "
               f"how {t['how']}; answers {t['answers']}")
     write_figures(args.figures or out / "figures.json",
-                  about(llm=args.llm, setting="distractor", split="train", preset="small-model", polar=True,
+                  about(llm=args.llm, setting="distractor", split=args.split, preset="small-model", polar=True,
                         shared_options=SHARED, response_cache="off"), tables=tables)
 
 

@@ -584,7 +584,7 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
 def test_the_polar_benchmark_picks_train_yes_no_questions_and_reads_the_run_with_and_without_the_step(
         monkeypatch, tmp_path):
     """``benchmarks/polar.py``: the first yes / no questions of each train subset, interleaved,
-    with their paragraphs; a run's F1 with its polar step and without it (each answer before
+    with their paragraphs (of the dev subsets with ``--split dev``); a run's F1 with its polar step and without it (each answer before
     the step), paired, with how each step settled and the answers by gold."""
     import importlib.util
 
@@ -599,6 +599,9 @@ def test_the_polar_benchmark_picks_train_yes_no_questions_and_reads_the_run_with
     rows = polar.questions({"2wikimultihopqa": 3, "hotpotqa": 2})
     assert [r["id"].split("-")[0] for r in rows] == ["2wikimultihopqa", "hotpotqa"] * 2 + ["2wikimultihopqa"]
     assert all(is_polar(r["question"]) and r["paragraphs"] and r["answers"] for r in rows)
+    dev = polar.questions({"2wikimultihopqa": 2}, "dev")  # --split dev: the dev subset's, not train's
+    assert len(dev) == 2 and all(is_polar(r["question"]) for r in dev)
+    assert not {r["question"] for r in dev} & {r["question"] for r in rows}
 
     def record(qid: str, gold: str, prediction: str, f1: float, before: str | None, how: str) -> dict:
         step = [{"kind": "polar", "inputs": {"answer": before}, "outputs": {"how": how}}] if before else []
