@@ -393,8 +393,8 @@ class LeapQueryConfig(MethodConfig):
     #: for "the same country" the two values written and compared in code, else the yes or no the
     #: answer opens on, else one more call). Not in the paper: a remedy for small models that answer
     #: "Are both directors from the same country?" with a nationality, or with a yes whatever the
-    #: two are (issue 33), off by default and in no preset (measured on train questions only so
-    #: far).
+    #: two are (issue 33), off by default and in no preset (a gain on train yes / no questions,
+    #: inside the noise on dev).
     polar: bool = False
     #: The order the reader reads the final top-k in: ``rerank`` (§3.4: the reranker's, best
     #: first) or ``question-first`` (``question_first``: those of the top-k that the question's
