@@ -114,12 +114,10 @@ def same_pair(question: str) -> tuple[str, str, str] | None:
     if after.startswith(" as ") and not _AND.search(head):  # "Does A have the same nationality as B"
         first, second = _cut(head), after[4:]
     else:
-        parts = _AND.split(head)
-        if len(parts) != 2:
+        conj = list(_AND.finditer(head))
+        if len(conj) != 1:
             return None
-        rest = body[verb.end():]
-        conj = _AND.search(rest)  # the one "and" of the head, the first of the rest
-        first, second = parts[0], _second(rest[conj.end():]) if conj else ""
+        first, second = head[:conj[0].start()], _second(body[verb.end() + conj[0].end():])
     first = _drop_category(first.strip(" ,"))
     first, second = first.strip(" ,;:"), second.strip(" ,;:")
     return (first, second, what) if normalize_answer(first) and normalize_answer(second) else None
