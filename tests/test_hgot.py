@@ -408,6 +408,10 @@ def test_rewrite_context_uses_the_asked_steps_and_empty_answers():
     ("Which county is Van Hook in", True,  # an in-neighbour's question copied
      "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),
     ("Which county is Van Hook in?", False, "Which county is Van Hook in?"),
+    # the prompt's "Rewrite:" label echoed (Qwen2.5-1.5B): removed, then the copy is seen
+    ("Rewrite: What is the seat of Mountrail County?", False, "What is the seat of Mountrail County?"),
+    ("Rewrite: What is the seat of the county where Van Hook is?", True,
+     "What is the seat of the county where Van Hook is? (Mountrail County; North Dakota)"),
 ])
 def test_rewrite_answers_adds_the_earlier_answers_to_a_copied_step(reply, rewrite_answers, expected):
     from hopqa.methods.hgot.method import build_graph
@@ -423,7 +427,10 @@ def test_rewrite_answers_adds_the_earlier_answers_to_a_copied_step(reply, rewrit
     added = any("answers added" in e["message"] for e in t.root.find("rewrite")[0].events)
     assert added == expected.endswith("(Mountrail County; North Dakota)")  # and the trace says so
     with t.activate():  # no answer to add: the step stays as it is
-        assert method.rewrite(graph, 3, [1, 2], {1: "", 2: ""}, {}) in (reply, graph.nodes[3]["question"])
+        assert method.rewrite(graph, 3, [1, 2], {1: "", 2: ""}, {}) in (reply.removeprefix("Rewrite: "),
+                                                                         graph.nodes[3]["question"])
+    removed = any("label: removed" in e["message"] for s in t.root.find("rewrite") for e in s.events)
+    assert removed == reply.startswith("Rewrite:")  # the trace says when the label was removed
 
 
 @pytest.mark.parametrize("answer, edges, answers, expected", [

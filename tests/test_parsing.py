@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after
+from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after, strip_label
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -82,6 +82,17 @@ def test_first_line_after():
     text = "So the answer is:  \n\n Paris \nLondon"
     assert first_line_after(text, text.index(":") + 1) == "Paris "
     assert first_line_after("x", 1) == "" and first_line_after("x\n\n", 1) == ""
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Rewrite: Who is Paal Bog's second wife?", "Who is Paal Bog's second wife?"),  # Qwen2.5-1.5B's reply
+    ("  rewrite :Rewrite:  When was he born?", "When was he born?"),  # echoed twice, any case
+    ("When was the Rewrite: album released?", "When was the Rewrite: album released?"),  # not at the start
+    ("Rewrite the question", "Rewrite the question"),  # no colon: a word, not the label
+    ("Rewrite:", ""), ("", ""),
+])
+def test_strip_label_removes_the_echoed_field_label_only(text, expected):
+    assert strip_label(text, "Rewrite") == expected
 
 
 def test_saved_real_outputs():

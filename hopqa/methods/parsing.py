@@ -142,6 +142,14 @@ def first_line_after(text: str, pos: int) -> str:
     return m.group(1) if m else ""
 
 
+def strip_label(text: str, label: str) -> str:
+    """``text`` without the field label ``label`` ("Rewrite") echoed at its start, once or more,
+    with its colon: the prompt ends with the label and a small model writes it again
+    ("Rewrite: When was ...?"). Anything else stays as it is."""
+    m = re.match(r"\s*(?:" + re.escape(label) + r"\s*:\s*)+", text, re.IGNORECASE)
+    return text[m.end():] if m else text
+
+
 def first_sentence(text: str) -> str:
     """The first sentence of a generation (IRCoT keeps one new reasoning sentence per step)."""
     text = " ".join(text.strip().split())

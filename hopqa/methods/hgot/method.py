@@ -126,7 +126,7 @@ from hopqa.methods.hgot.quality import (
     update_sigma,
     vote,
 )
-from hopqa.methods.parsing import extract_answer
+from hopqa.methods.parsing import extract_answer, strip_label
 from hopqa.methods.polar import hold_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -926,6 +926,9 @@ class HGOT(RetrievingMethod):
                                                           demos="\n\n---\n\n".join(self.demos("rewrite", original)),
                                                           context=context),
                                     max_tokens=60, stop=["\n"]).text.strip()
+            if (bare := strip_label(out, "Rewrite")) != out:
+                s.note("the reply repeated the prompt's \"Rewrite:\" label: removed")
+                out = bare.strip()
             if len(out) <= 3:
                 s.note("empty rewrite: the step is kept as it is")
                 out = original
