@@ -158,13 +158,14 @@ def trace_steps(step: dict | None) -> Iterator[dict]:
         yield from trace_steps(child)
 
 
-def f1_before_step(path: Path, kind: str) -> dict[str, float] | None:
+def f1_before_step(path: Path, kind: str, always: bool = False) -> dict[str, float] | None:
     """A run's F1 by id with each answer as it was before its ``kind`` step (``LAST_STEPS``):
     the step's ``answer`` input where a record has one, the record's own F1 where not (the step
-    did not run, so the answer is the same); None when no record has that step."""
+    did not run, so the answer is the same); None when no record has that step, unless
+    ``always`` (the option was on: a part of a run with no question it acted on still counts)."""
     from hopqa.evaluation.metrics import token_f1
 
-    f1, seen = {}, False
+    f1, seen = {}, always
     for qid, r in records_of(path).items():
         before = next((s.get("inputs", {}).get("answer") for s in trace_steps(r.get("trace")) if s.get("kind") == kind),
                       None)
@@ -186,15 +187,32 @@ def without_last_steps(table: dict, path: Path, method: str, extra: str = "") ->
     run = next((r for r in table["runs"] if r["label"] == label), None)
     if run is None:
         return []
+    on = preset_switches(method, extra)
     derived = []
     for kind, suffix in LAST_STEPS.items():
-        f1 = f1_before_step(path, kind)
+        f1 = f1_before_step(path, kind, always=on.get(kind, False))
         if f1 is None:
             continue
         derived.append({**run, "label": f"{label[:-1]}, {suffix})", "f1": sum(f1.values()) / len(f1),
                         "median_seconds": None, "f1_by_id": f1, "seconds_by_id": {}, "derived_from": label,
                         "answer_before": kind})
     return derived
+
+
+def preset_switches(method: str, extra: str = "") -> dict[str, bool]:
+    """Which options of ``LAST_STEPS`` ``method``'s preset turns on, with ``extra`` (its
+    ``--preset-set`` options, "NAME=VALUE, ...") set over it: a run with such an option on gives
+    the run without it even when none of its questions had the step (a part of 5 questions
+    without a comparison), so that its parts join to the whole run."""
+    from hopqa.methods.base import method_presets
+
+    preset = method_presets(method).get(PRESET)
+    options = {k: bool(v) for k, v in (preset.options if preset else {}).items() if k in LAST_STEPS}
+    for item in filter(None, (x.strip() for x in extra.split(","))):
+        name, _, value = item.partition("=")
+        if name.strip() in LAST_STEPS:
+            options[name.strip()] = value.strip().lower() not in ("false", "0", "no", "off", "")
+    return options
 
 
 def preset_label(method: str, extra: str = "") -> str:

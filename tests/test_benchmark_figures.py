@@ -541,8 +541,9 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
     """``choice`` acts after everything else a method does: the preset without it is read off the
     preset's own records, each answer as it was before its ``choice`` step (the step's ``answer``
     input), scored again; a question whose choice step did not run keeps its F1. It is labelled
-    ``METHOD (small-model, no choice)``, compared with the defaults and Retrieve-then-Read; a run
-    without any choice step gives none."""
+    ``METHOD (small-model, no choice)``, compared with the defaults and Retrieve-then-Read. A run
+    of a preset with ``choice`` on and no choice step (a part of 5 questions without a
+    comparison) gives it too, with the run's own F1 (so its parts join); one with it off, none."""
     presets = _presets_module(monkeypatch)
 
     def record(qid: str, prediction: str, f1: float, before: str | None) -> dict:
@@ -568,7 +569,12 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "results.jsonl").write_text(json.dumps(record("q0", "Shaft", 0.5, None)) + "\n")
-    assert presets.without_last_steps({"runs": [_stored_run("tor (small-model)", {"q0": 0.5})]}, plain, "tor") == []
+    assert presets.without_last_steps({"runs": [_stored_run("gensco-stop (small-model)", {"q0": 0.5})]}, plain,
+                                      "gensco-stop") == []  # no choice in its preset
+    assert presets.without_last_steps({"runs": [_stored_run("tor (small-model, choice=false)", {"q0": 0.5})]}, plain,
+                                      "tor", "choice=false") == []  # choice set off
+    (same,) = presets.without_last_steps({"runs": [_stored_run("tor (small-model)", {"q0": 0.5})]}, plain, "tor")
+    assert same["label"] == "tor (small-model, no choice)" and same["f1_by_id"] == {"q0": 0.5}  # on, never acted
     # a run with polar on (``--preset-set polar=true``) gives the preset without its polar step too
     yes_no = tmp_path / "polar"
     yes_no.mkdir()
