@@ -158,14 +158,13 @@ def trace_steps(step: dict | None) -> Iterator[dict]:
         yield from trace_steps(child)
 
 
-def f1_before_step(path: Path, kind: str, always: bool = False) -> dict[str, float] | None:
+def f1_before_step(path: Path, kind: str) -> dict[str, float] | None:
     """A run's F1 by id with each answer as it was before its ``kind`` step (``LAST_STEPS``):
     the step's ``answer`` input where a record has one, the record's own F1 where not (the step
-    did not run, so the answer is the same); None when no record has that step, unless
-    ``always`` (the option was on: a part of a run with no question it acted on still counts)."""
+    did not run, so the answer is the same); None when no record has that step."""
     from hopqa.evaluation.metrics import token_f1
 
-    f1, seen = {}, always
+    f1, seen = {}, False
     for qid, r in records_of(path).items():
         before = next((s.get("inputs", {}).get("answer") for s in trace_steps(r.get("trace")) if s.get("kind") == kind),
                       None)
@@ -187,32 +186,15 @@ def without_last_steps(table: dict, path: Path, method: str, extra: str = "") ->
     run = next((r for r in table["runs"] if r["label"] == label), None)
     if run is None:
         return []
-    on = preset_switches(method, extra)
     derived = []
     for kind, suffix in LAST_STEPS.items():
-        f1 = f1_before_step(path, kind, always=on.get(kind, False))
+        f1 = f1_before_step(path, kind)
         if f1 is None:
             continue
         derived.append({**run, "label": f"{label[:-1]}, {suffix})", "f1": sum(f1.values()) / len(f1),
                         "median_seconds": None, "f1_by_id": f1, "seconds_by_id": {}, "derived_from": label,
                         "answer_before": kind})
     return derived
-
-
-def preset_switches(method: str, extra: str = "") -> dict[str, bool]:
-    """Which options of ``LAST_STEPS`` ``method``'s preset turns on, with ``extra`` (its
-    ``--preset-set`` options, "NAME=VALUE, ...") set over it: a run with such an option on gives
-    the run without it even when none of its questions had the step (a part of 5 questions
-    without a comparison), so that its parts join to the whole run."""
-    from hopqa.methods.base import method_presets
-
-    preset = method_presets(method).get(PRESET)
-    options = {k: bool(v) for k, v in (preset.options if preset else {}).items() if k in LAST_STEPS}
-    for item in filter(None, (x.strip() for x in extra.split(","))):
-        name, _, value = item.partition("=")
-        if name.strip() in LAST_STEPS:
-            options[name.strip()] = value.strip().lower() not in ("false", "0", "no", "off", "")
-    return options
 
 
 def preset_label(method: str, extra: str = "") -> str:
@@ -350,7 +332,8 @@ def merge_figures(new: dict, into: Path, what: str, extend: bool = False) -> lis
     with ``--skip`` after the first part's records were gone): a stored run of the same label is
     joined with its part (``extended_run``) instead of replaced, and every comparison of a run
     extended is paired again from the joined F1 by id (the part's own comparisons, on its
-    questions alone, are left out). A Retrieve-then-Read run replaced or extended takes every
+    questions alone, are left out). A run read off the preset's (``no choice``) grows with it
+    where a part had no question with that step (``derived_parts``). A Retrieve-then-Read run replaced or extended takes every
     comparison with it: each is paired again.
     ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
     run and why). Written atomically; the lines describing each change are returned."""
@@ -363,6 +346,9 @@ def merge_figures(new: dict, into: Path, what: str, extend: bool = False) -> lis
             old["tables"].append(table)
             log.append(f"added the table {key[0]}, {key[1]}")
             continue
+        if extend:
+            table = {**table, "runs": table["runs"] + derived_parts(cur["runs"], table["runs"])}
+            cur["runs"] += derived_parts(table["runs"], cur["runs"])  # its earlier parts, none with the step
         replaced = {r["label"] for r in table["runs"]}  # their old comparisons went with their old F1
         cur["vs_retrieve_then_read"] = [c for c in cur["vs_retrieve_then_read"]
                                         if c["method"] not in replaced and "retrieve-then-read" not in replaced]
@@ -419,6 +405,20 @@ def merge_figures(new: dict, into: Path, what: str, extend: bool = False) -> lis
     about_old = old.pop("about")
     write_figures(into, about_old, **old)
     return log
+
+
+def derived_parts(stored: list[dict], part: list[dict]) -> list[dict]:
+    """With ``--extend``: for each run of ``stored`` read off another (``derived_from``: the
+    preset without its ``choice`` step) that ``part`` lacks because none of its questions had
+    that step, ``part``'s run of that other label under the derived run's label: its answers
+    (and F1) as they are, no seconds (``without_last_steps``). Called both ways: a part's
+    figures without the derived run get it from the part's preset run, and a derived run first
+    brought by a later part gets the stored preset run's earlier questions."""
+    brought = {r["label"]: r for r in part}
+    return [{**brought[run["derived_from"]], "label": run["label"], "derived_from": run["derived_from"],
+             "answer_before": run.get("answer_before"), "median_seconds": None, "seconds_by_id": {}}
+            for run in stored
+            if run.get("derived_from") in brought and run["label"] not in brought]
 
 
 def extended_run(stored: dict, part: dict) -> dict:

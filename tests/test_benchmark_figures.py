@@ -354,6 +354,33 @@ def test_an_extended_run_joins_its_part_and_is_paired_again(monkeypatch, tmp_pat
     assert (by["hgot"]["n"], by["hgot"]["diff"], by["hgot"]["low"]) == (12, expected.diff, expected.low)
     assert by["self-dc"] == other
     assert sum(line.startswith("extended hotpotqa, distractor: runs hgot") for line in log) == 2
+    # the preset without its choice step, read off the stored run, grows with it: the part had no
+    # choice step (its figures bring no such run), so its answers are the preset's own
+    derived = {**_stored_run("hgot (small-model, no choice)", {q: 0.0 for q in first}),
+               "derived_from": "hgot (small-model)", "answer_before": "choice", "median_seconds": None}
+    target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
+        {"dataset": "hotpotqa", "setting": "distractor", "runs": [_stored_run("retrieve-then-read", rtr), stored_preset,
+                                                                  stored_defaults, derived],
+         "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}))
+    log = presets.merge_figures(new, target, "HGOT questions 5 to 12", extend=True)
+    runs = {r["label"]: r for r in json.loads(target.read_text())["tables"][0]["runs"]}
+    grown = runs["hgot (small-model, no choice)"]
+    assert grown["f1_by_id"] == {**{q: 0.0 for q in first}, **{q: preset[q] for q in rest}}
+    assert (grown["n"], grown["median_seconds"], grown["derived_from"]) == (12, None, "hgot (small-model)")
+    by = {c["method"]: c for c in json.loads(target.read_text())["tables"][0]["preset_vs_defaults"]}
+    assert by["hgot (no choice)"]["n"] == 12 and "extended hotpotqa, distractor: runs hgot (small-model, no choice) " \
+        "(n 12, F1 0.667)" in log
+    assert presets.derived_parts([derived], [part_preset, {**derived, "f1_by_id": {}}]) == []  # brought: its own
+    # a derived run first brought by a later part: the stored preset's earlier questions join it
+    target.write_text(json.dumps({"about": {"date": "2026-11-28", "command": "first"}, "tables": [
+        {"dataset": "hotpotqa", "setting": "distractor", "runs": [_stored_run("retrieve-then-read", rtr), stored_preset,
+                                                                  stored_defaults],
+         "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}))
+    later = {**derived, "f1_by_id": {q: 0.0 for q in rest}, "skip": 4}
+    presets.merge_figures({**new, "tables": [{**new["tables"][0], "runs": [part_preset, part_defaults, later]}]},
+                          target, "HGOT questions 5 to 12", extend=True)
+    runs = {r["label"]: r for r in json.loads(target.read_text())["tables"][0]["runs"]}
+    assert runs["hgot (small-model, no choice)"]["f1_by_id"] == {**{q: preset[q] for q in first}, **later["f1_by_id"]}
     with pytest.raises(ValueError, match="cannot extend"):
         presets.extended_run(_stored_run("tor (defaults)", {"q0": 1.0}), _stored_run("hgot (defaults)", {"q1": 0.0}))
     # a run stopped after 3 of its 5 questions, continued from the 4th: 5 asked, complete
@@ -541,9 +568,8 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
     """``choice`` acts after everything else a method does: the preset without it is read off the
     preset's own records, each answer as it was before its ``choice`` step (the step's ``answer``
     input), scored again; a question whose choice step did not run keeps its F1. It is labelled
-    ``METHOD (small-model, no choice)``, compared with the defaults and Retrieve-then-Read. A run
-    of a preset with ``choice`` on and no choice step (a part of 5 questions without a
-    comparison) gives it too, with the run's own F1 (so its parts join); one with it off, none."""
+    ``METHOD (small-model, no choice)``, compared with the defaults and Retrieve-then-Read; a run
+    without any choice step gives none."""
     presets = _presets_module(monkeypatch)
 
     def record(qid: str, prediction: str, f1: float, before: str | None) -> dict:
@@ -569,12 +595,7 @@ def test_a_preset_run_also_gives_the_preset_without_its_choice_step(monkeypatch,
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "results.jsonl").write_text(json.dumps(record("q0", "Shaft", 0.5, None)) + "\n")
-    assert presets.without_last_steps({"runs": [_stored_run("gensco-stop (small-model)", {"q0": 0.5})]}, plain,
-                                      "gensco-stop") == []  # no choice in its preset
-    assert presets.without_last_steps({"runs": [_stored_run("tor (small-model, choice=false)", {"q0": 0.5})]}, plain,
-                                      "tor", "choice=false") == []  # choice set off
-    (same,) = presets.without_last_steps({"runs": [_stored_run("tor (small-model)", {"q0": 0.5})]}, plain, "tor")
-    assert same["label"] == "tor (small-model, no choice)" and same["f1_by_id"] == {"q0": 0.5}  # on, never acted
+    assert presets.without_last_steps({"runs": [_stored_run("tor (small-model)", {"q0": 0.5})]}, plain, "tor") == []
     # a run with polar on (``--preset-set polar=true``) gives the preset without its polar step too
     yes_no = tmp_path / "polar"
     yes_no.mkdir()
