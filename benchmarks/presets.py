@@ -429,7 +429,8 @@ def extended_run(stored: dict, part: dict) -> dict:
     median seconds over the questions whose seconds are known (``median_seconds_n`` says how
     many when some are not: runs stored before their seconds by id were kept). ``ValueError``
     when either has no F1 by id, they are different methods, or questions between them were
-    asked of neither."""
+    asked of neither, or when more questions were answered than the two ranges hold (a part merged
+    with ``--report-only`` without the ``--skip`` it was measured with)."""
     import statistics
 
     if "f1_by_id" not in stored or "f1_by_id" not in part:
@@ -444,6 +445,9 @@ def extended_run(stored: dict, part: dict) -> dict:
     if later > end:
         raise ValueError(f"cannot extend {stored['label']}: questions {end + 1} to {later} were asked of neither")
     asked = max(end, last) - start
+    if len(f1) > asked:  # the part's questions lie outside the range it says it was asked
+        raise ValueError(f"cannot extend {stored['label']}: {len(f1)} questions answered in a range of {asked}: "
+                         "give the part's --skip (the --skip it was measured with) with --report-only")
     run = {**stored, "n": len(f1), "asked": asked, "partial": len(f1) < asked,
            "f1": sum(f1.values()) / len(f1), "median_seconds": statistics.median(seconds.values()) if seconds else None,
            "f1_by_id": f1, "seconds_by_id": seconds, "skip": min(stored.get("skip", 0), part.get("skip", 0))}

@@ -376,7 +376,7 @@ def test_an_extended_run_joins_its_part_and_is_paired_again(monkeypatch, tmp_pat
         {"dataset": "hotpotqa", "setting": "distractor", "runs": [_stored_run("retrieve-then-read", rtr), stored_preset,
                                                                   stored_defaults],
          "vs_retrieve_then_read": [], "preset_vs_defaults": []}]}))
-    later = {**derived, "f1_by_id": {q: 0.0 for q in rest}, "skip": 4}
+    later = {**derived, "f1_by_id": {q: 0.0 for q in rest}, "n": 8, "asked": 8, "skip": 4}
     presets.merge_figures({**new, "tables": [{**new["tables"][0], "runs": [part_preset, part_defaults, later]}]},
                           target, "HGOT questions 5 to 12", extend=True)
     runs = {r["label"]: r for r in json.loads(target.read_text())["tables"][0]["runs"]}
@@ -387,6 +387,9 @@ def test_an_extended_run_joins_its_part_and_is_paired_again(monkeypatch, tmp_pat
     stopped = {**_stored_run("tor (defaults)", {"q0": 1.0, "q1": 0.0, "q2": 1.0}), "asked": 5, "partial": True}
     joined = presets.extended_run(stopped, {**_stored_run("tor (defaults)", {"q3": 1.0, "q4": 1.0}), "skip": 3})
     assert (joined["n"], joined["asked"], joined["partial"], joined["f1"]) == (5, 5, False, 0.8)
+    with pytest.raises(ValueError, match="give the part's --skip"):  # questions 6-10 merged as if 1-5
+        presets.extended_run(_stored_run("tor (defaults)", {f"q{i}": 1.0 for i in range(5)}),
+                             _stored_run("tor (defaults)", {f"q{i}": 1.0 for i in range(5, 10)}))
     with pytest.raises(ValueError, match="questions 6 to 7 were asked of neither"):
         presets.extended_run(stopped, {**_stored_run("tor (defaults)", {"q7": 1.0}), "skip": 7})
 
