@@ -333,8 +333,8 @@ def merge_figures(new: dict, into: Path, what: str, extend: bool = False) -> lis
     joined with its part (``extended_run``) instead of replaced, and every comparison of a run
     extended is paired again from the joined F1 by id (the part's own comparisons, on its
     questions alone, are left out). A run read off the preset's (``no choice``) grows with it
-    where a part had no question with that step (``derived_parts``). A Retrieve-then-Read run replaced or extended takes every
-    comparison with it: each is paired again.
+    where a part had no question with that step (``derived_parts``). A Retrieve-then-Read run
+    replaced or extended takes every comparison with it: each is paired again.
     ``about.merged`` records the date, machine and command of ``new`` with ``what`` (what was
     run and why). Written atomically; the lines describing each change are returned."""
     old = json.loads(into.read_text(encoding="utf-8"))

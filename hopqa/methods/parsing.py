@@ -9,6 +9,8 @@ emphasis, a bracket or quote pair around the *whole* answer, an unpaired bracket
 either end, and one final full stop (not an initial's, "Jr.", "D.C."). Balanced brackets and
 quotes stay: "Titanic (1997 film)" and '"Heat" (1995)' are answers as they are.
 
+``strip_label`` removes a prompt's field label ("Rewrite:") that a reply wrote again at its start.
+
 Every parser here runs in time linear in its input (no regular expression with overlapping
 quantifiers on an unanchored search): a model can reply with 100,000 characters of noise.
 """
