@@ -39,7 +39,7 @@ from hopqa.methods.parsing import (
     extract_answer,
     first_line_after,
     first_sentence,
-    strip_label,
+    strip_labels,
 )
 from hopqa.llm import STRUCTURED
 from hopqa.methods import gensco, hgot, ircot, react, self_ask, self_dc
@@ -117,7 +117,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool]]] = {
     "parsing.extract_answer": (extract_answer, _is_answer_how),
     "parsing.first_sentence": (first_sentence, _is_str),
     "parsing.first_line_after": (lambda t: first_line_after(t, len(t) // 2), _is_str),
-    "parsing.strip_label": (lambda t: strip_label(t, "Rewrite"), _is_str),
+    "parsing.strip_labels": (lambda t: strip_labels(t, hgot.method._REWRITE_LABEL)[0], _is_str),
     "self_ask.parse_follow_up": (parse_follow_up, _is_follow_up),
     "self_ask.final_answer": (_final_answer, _is_str),
     "hgot.parse_steps": (parse_steps, _is_str_list),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after, strip_label
+from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after, strip_labels
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -91,8 +92,8 @@ def test_first_line_after():
     ("Rewrite the question", "Rewrite the question"),  # no colon: a word, not the label
     ("Rewrite:", ""), ("", ""),
 ])
-def test_strip_label_removes_the_echoed_field_label_only(text, expected):
-    assert strip_label(text, "Rewrite") == expected
+def test_strip_labels_removes_the_echoed_field_label_only(text, expected):
+    assert strip_labels(text, re.compile(r"\s*rewrite\s*:\s*", re.IGNORECASE)) == (expected, expected != text)
 
 
 def test_saved_real_outputs():

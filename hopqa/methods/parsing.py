@@ -9,7 +9,7 @@ emphasis, a bracket or quote pair around the *whole* answer, an unpaired bracket
 either end, and one final full stop (not an initial's, "Jr.", "D.C."). Balanced brackets and
 quotes stay: "Titanic (1997 film)" and '"Heat" (1995)' are answers as they are.
 
-``strip_label`` removes a prompt's field label ("Rewrite:") that a reply wrote again at its start.
+``strip_labels`` removes a prompt's field labels ("Rewrite:") that a reply wrote again at its start.
 
 Every parser here runs in time linear in its input (no regular expression with overlapping
 quantifiers on an unanchored search): a model can reply with 100,000 characters of noise.
@@ -144,12 +144,15 @@ def first_line_after(text: str, pos: int) -> str:
     return m.group(1) if m else ""
 
 
-def strip_label(text: str, label: str) -> str:
-    """``text`` without the field label ``label`` ("Rewrite") echoed at its start, once or more,
-    with its colon: the prompt ends with the label and a small model writes it again
-    ("Rewrite: When was ...?"). Anything else stays as it is."""
-    m = re.match(r"\s*(?:" + re.escape(label) + r"\s*:\s*)+", text, re.IGNORECASE)
-    return text[m.end():] if m else text
+def strip_labels(text: str, label: re.Pattern[str]) -> tuple[str, bool]:
+    """``text`` without the labels ``label`` matches at its start, one after another, and whether
+    there were any: a prompt's field label that a small model wrote again ("Rewrite: When was
+    ...?", HGOT; "Question: ...", "Subquestion 2: ...", GenSco). Anything else stays as it is.
+    Linear in the length of ``text`` for a ``label`` that matches one label with its spaces."""
+    pos = 0
+    while (m := label.match(text, pos)) is not None and m.end() > pos:
+        pos = m.end()
+    return text[pos:], pos > 0
 
 
 def first_sentence(text: str) -> str:

@@ -113,7 +113,7 @@ from hopqa.methods.gensco.prompts import (
     SUBQUESTION_REPLY,
     SUBQUESTION_SCHEMA,
 )
-from hopqa.methods.parsing import clean_answer, extract_answer
+from hopqa.methods.parsing import clean_answer, extract_answer, strip_labels
 from hopqa.methods.polar import hold_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -131,6 +131,7 @@ from hopqa.trace import Step, step
 from hopqa.types import Demo, Passage
 
 _FIN_TAG = re.compile(r"<\s*(?:/\s*)?fin\s*>", re.IGNORECASE)
+#: One echoed label ("Question:", "Subquestion 2:", "Sub-question 2:"), for ``strip_labels``.
 _ECHO = re.compile(r"\s*(?:sub[^\S\n]*-?[^\S\n]*question|question)\s*(?:\d+\s*)?[:.)-]\s*", re.IGNORECASE)
 _NEXT_LABEL = re.compile(r"sub-?(?:context|question)\s*\d+\s*:", re.IGNORECASE)
 _QUESTION_ECHO = re.compile(r"^\s*question\s*:", re.IGNORECASE)
@@ -204,19 +205,10 @@ def is_fin(text: str) -> bool:
     return _FIN_TAG.search(text) is not None or text.strip().lower() == "fin"
 
 
-def _strip_labels(text: str) -> tuple[str, bool]:
-    """``text`` without its leading echoed labels ("Question:", "Subquestion 2:", "Sub-question
-    2:", one after another) and whether there were any. Linear in the length of ``text``."""
-    pos = 0
-    while (m := _ECHO.match(text, pos)) is not None and m.end() > pos:
-        pos = m.end()
-    return text[pos:], pos > 0
-
-
 def subquestion_key(text: str) -> str:
     """What two sub-questions are compared by for "repeats an earlier sub-question": without
     echoed labels, SQuAD-normalised (case, punctuation, articles, spaces)."""
-    return normalize_answer(_strip_labels(text)[0])
+    return normalize_answer(strip_labels(text, _ECHO)[0])
 
 
 def read_subquestion(text: str) -> Parsed[str]:
@@ -241,7 +233,7 @@ def read_subquestion(text: str) -> Parsed[str]:
                 first = m.group(1)
                 rules.append("the Subquestion line under an echoed Question line")
                 break
-    line, stripped = _strip_labels(first)
+    line, stripped = strip_labels(first, _ECHO)
     if stripped:
         rules.append("echoed label removed")
     if is_fin(line):
@@ -271,7 +263,7 @@ def subquestion_from_json(obj: dict[str, Any]) -> str | None:
     value = obj.get("subquestion")
     if not isinstance(value, str):
         return None
-    text = " ".join(_strip_labels(value.strip())[0].split())
+    text = " ".join(strip_labels(value.strip(), _ECHO)[0].split())
     return FIN if is_fin(text) else text
 
 

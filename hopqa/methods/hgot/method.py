@@ -126,7 +126,7 @@ from hopqa.methods.hgot.quality import (
     update_sigma,
     vote,
 )
-from hopqa.methods.parsing import extract_answer, strip_label
+from hopqa.methods.parsing import extract_answer, strip_labels
 from hopqa.methods.polar import hold_answer
 from hopqa.methods.structured import (
     Parsed,
@@ -254,6 +254,10 @@ class HGOTConfig(MethodConfig):
     #: or with a yes whatever the two are (issue 33), off by default and in no preset (a gain on
     #: train yes / no questions, inside the noise on dev).
     polar: bool = False
+
+
+#: Rewrite's field label, which the prompt ends with and a small model writes again (``strip_labels``).
+_REWRITE_LABEL = re.compile(r"\s*rewrite\s*:\s*", re.IGNORECASE)
 
 
 def _words(text: str) -> list[str]:
@@ -926,7 +930,8 @@ class HGOT(RetrievingMethod):
                                                           demos="\n\n---\n\n".join(self.demos("rewrite", original)),
                                                           context=context),
                                     max_tokens=60, stop=["\n"]).text.strip()
-            if (bare := strip_label(out, "Rewrite")) != out:
+            bare, echoed = strip_labels(out, _REWRITE_LABEL)
+            if echoed:
                 s.note("the reply repeated the prompt's \"Rewrite:\" label: removed")
                 out = bare.strip()
             if len(out) <= 3:
