@@ -102,6 +102,20 @@ def test_self_ask_structured_no_follow_up_needed_answers_at_once():
     assert ans.trace.root.find("follow_up")[0].outputs["final_answer"] == "Stanley"
 
 
+@pytest.mark.parametrize("obj, turn", [
+    ({"follow_up_needed": True, "follow_up": "Follow up: Follow up:  Where is Stanley?"},
+     self_ask.Turn("follow_up", "Where is Stanley?")),
+    ({"follow_up_needed": True, "follow_up": " follow-up:Follow up : Follow up:"}, None),
+    ({"follow_up_needed": False, "final_answer": "So the final answer is: The final answer is: Stanley"},
+     self_ask.Turn("final", "Stanley")),
+    ({"follow_up_needed": True, "follow_up": "Is the follow up: needed?"},
+     self_ask.Turn("follow_up", "Is the follow up: needed?")),
+])
+def test_self_ask_json_fields_lose_every_leaked_label_at_their_start(obj, turn):
+    """A label the model wrote twice into a JSON field goes both times; one inside the text stays."""
+    assert self_ask.turn_from_json(obj) == turn
+
+
 def test_self_ask_inconsistent_json_forces_a_structured_final_answer():
     llm = scripted([js(follow_up_needed=True, follow_up=" ", final_answer="Stanley"), '{"final_answer": "Stanl'])
     ans = build_method("self-ask", llm, POOL, shots=1).answer(Q)

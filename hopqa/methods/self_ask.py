@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from hopqa.methods.base import FewShotMethod, MethodConfig, Result, register
-from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after
+from hopqa.methods.parsing import clean_answer, extract_answer, first_line_after, strip_labels
 from hopqa.methods.retrieve_read import Reader
 from hopqa.methods.structured import (
     Parsed,
@@ -91,6 +91,10 @@ INTERMEDIATE_READER = Reader(INTERMEDIATE_PROMPT, max_tokens=32)
 _FOLLOW = re.compile(r"follow[ -]?up\s*:", re.IGNORECASE)
 #: The final-answer label (its answer is the first non-blank line after it).
 _FINAL = re.compile(r"(?:so )?the final answer is\s*:?", re.IGNORECASE)
+#: The two labels as a JSON field's leaked prefix, with their spaces (``strip_labels`` drops
+#: them one after another: "Follow up: Follow up: Who ...?").
+_FOLLOW_PREFIX = re.compile(r"\s*follow[ -]?up\s*:\s*", re.IGNORECASE)
+_FINAL_PREFIX = re.compile(r"\s*(?:so )?the final answer is\s*:?\s*", re.IGNORECASE)
 #: A line that starts another field of the transcript, not a follow-up question.
 _FIELD = re.compile(r"\s*(?:follow[ -]?up|intermediate answer|(?:so )?the final answer|are follow)", re.IGNORECASE)
 
@@ -150,10 +154,10 @@ def turn_from_json(obj: dict[str, Any]) -> Turn | None:
     label dropped); None unless it decides one way and fills the field of its decision."""
     needed = obj.get("follow_up_needed")
     if needed is True and isinstance(obj.get("follow_up"), str):
-        question = " ".join(_strip_label(_FOLLOW, obj["follow_up"]).split())
+        question = " ".join(_strip_label(_FOLLOW_PREFIX, obj["follow_up"]).split())
         return Turn("follow_up", question) if question else None
     if needed is False and isinstance(obj.get("final_answer"), str):
-        answer = clean_answer(_strip_label(_FINAL, obj["final_answer"]))
+        answer = clean_answer(_strip_label(_FINAL_PREFIX, obj["final_answer"]))
         return Turn("final", answer) if answer else None
     return None
 
@@ -161,7 +165,7 @@ def turn_from_json(obj: dict[str, Any]) -> Turn | None:
 def final_from_json(obj: dict[str, Any]) -> str | None:
     """A ``FINAL_SCHEMA`` object's answer; None when empty."""
     answer = obj.get("final_answer")
-    return (clean_answer(_strip_label(_FINAL, answer)) or None) if isinstance(answer, str) else None
+    return (clean_answer(_strip_label(_FINAL_PREFIX, answer)) or None) if isinstance(answer, str) else None
 
 
 def parse_final(text: str) -> Parsed[str]:
@@ -172,8 +176,8 @@ def parse_final(text: str) -> Parsed[str]:
 
 
 def _strip_label(label: re.Pattern[str], text: str) -> str:
-    m = label.match(text.lstrip())
-    return text.lstrip()[m.end():] if m else text
+    """``text`` without the ``label`` a small model wrote at its start, however many times."""
+    return strip_labels(text, label)[0]
 
 
 
