@@ -476,7 +476,7 @@ def _bridging(method, llm) -> None:
 
 
 def test_bridge_guard_answers_with_the_last_step_not_the_bridge():
-    """``bridge_guard`` (the small-model preset) changes no prompt: INFER's vote for step 1's
+    """``bridge_guard`` (an option; in no preset since it was measured) changes no prompt: INFER's vote for step 1's
     answer, which step 2 was rewritten with, gives way to step 2's answer, noted and recorded on
     the infer step; the paper's default answers with the vote."""
     prompts, answers = {}, {}
@@ -502,7 +502,7 @@ def test_bridge_guard_answers_with_the_last_step_not_the_bridge():
     assert answers == {False: "Mountrail County", True: "Stanley"}
     from hopqa.methods.base import method_config
 
-    assert method_config("hgot", preset="small-model").bridge_guard and not method_config("hgot").bridge_guard
+    assert not method_config("hgot", preset="small-model").bridge_guard and not method_config("hgot").bridge_guard
 
 
 def test_bridge_guard_keeps_the_vote_without_a_last_answer():
@@ -852,13 +852,14 @@ class _PlannedSmolLM2(LLMWrapper):
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", [None, "small-model"])
 def test_hgot_small_model_preset_rewires_the_plan_on_the_real_model(smollm2, preset):
-    """draft_dependencies, rewrite_answers and bridge_guard on SmolLM2 (only the plan, and INFER's
-    answer once it shows the steps', are scripted): with the preset, the plan's own dependency
-    survives the reversed reflection, step 2 is rewritten with step 1's answer as SmolLM2 found
-    it, and searches with the rewrite (with the answer added in brackets when SmolLM2 copied the
-    step), and INFER's answer, step 1's, gives way to step 2's as SmolLM2 found it; with the
-    paper's defaults the steps stay independent."""
-    method = build_method("hgot", _PlannedSmolLM2(smollm2), POOL, preset=preset, depth=1, samples=1, k=3,
+    """draft_dependencies and rewrite_answers (the preset) and bridge_guard (set beside it) on
+    SmolLM2 (only the plan, and INFER's answer once it shows the steps', are scripted): with the
+    preset, the plan's own dependency survives the reversed reflection, step 2 is rewritten with
+    step 1's answer as SmolLM2 found it, and searches with the rewrite (with the answer added in
+    brackets when SmolLM2 copied the step), and INFER's answer, step 1's, gives way to step 2's
+    as SmolLM2 found it; with the paper's defaults the steps stay independent."""
+    guard = {} if preset is None else {"bridge_guard": True}
+    method = build_method("hgot", _PlannedSmolLM2(smollm2), POOL, preset=preset, **guard, depth=1, samples=1, k=3,
                           max_tokens=48, max_steps=2, entailment_delta=False, stop_similarity=1.0, structured="off")
     ans = method.answer(Q)
     assert ans.error is None, ans.error

@@ -29,8 +29,7 @@ def test_a_preset_sets_its_options_over_the_defaults_and_given_options_win():
     assert method_config("hgot", preset="small_model", step_answers=False).step_answers is False  # aliases, overrides
     assert method_config("hgot", preset="small-model", samples=4).samples == 4
     assert preset_options("hgot", "small-model") == {"step_answers": True, "draft_dependencies": True,
-                                                     "rewrite_answers": True, "bridge_guard": True,
-                                                     "choice": True}
+                                                     "rewrite_answers": True, "choice": True}
     assert preset_options("leapquery", "small-model") == {"gaps": "bridge", "rerank": "hybrid", "shots": 4,
                                                           "choice": True, "read_order": "question-first"}
     assert method_config("leapquery", preset="small-model").read_order == "question-first"
@@ -132,8 +131,7 @@ def test_the_service_takes_a_preset_among_the_options_and_lists_them():
         prepare(settings, QUESTION, "hgot", {"preset": ["small-model"]})
     hgot = describe_method("hgot", settings)
     assert hgot["presets"]["small-model"]["options"] == {"step_answers": True, "draft_dependencies": True,
-                                                         "rewrite_answers": True, "bridge_guard": True,
-                                                         "choice": True} and hgot["presets"]["small-model"]["doc"]
+                                                         "rewrite_answers": True, "choice": True} and hgot["presets"]["small-model"]["doc"]
     assert describe_method("cot", settings)["presets"] == {}
 
 
@@ -144,7 +142,7 @@ def test_cli_preset_in_methods_ask_and_eval(tmp_path, capsys, fault_server):
 
     assert main(["methods", "--home", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "preset small-model: step_answers=True, draft_dependencies=True, rewrite_answers=True, bridge_guard=True, choice=True " \
+    assert "preset small-model: step_answers=True, draft_dependencies=True, rewrite_answers=True, choice=True " \
            "(INFER's Predict reads" in out
     nowhere = ["--llm", "openai:x@http://127.0.0.1:9", "--home", str(tmp_path)]
     assert main(["ask", "--method", "cot", "--preset", "small-model", *nowhere, "What?"]) == 2
