@@ -426,7 +426,8 @@ class HGOT(RetrievingMethod):
             "them, so a later step was never rewritten with an earlier one's answer; and a rewrite that "
             "copies its step (or an earlier step's question) gets the earlier answers added: the small model "
             "copied them, so the step searched for the first hop again; and a comparison's answer is held "
-            "to the two candidates it names, their dates compared in code: small models answered with the entity the comparison goes through or compared two dates wrongly"),
+            "to the two candidates it names, their dates compared in code: small models answered with the "
+            "entity the comparison goes through or compared two dates wrongly"),
     }
 
     components = RetrievingMethod.components | {"judge", "embedder", "demo_set"}
