@@ -476,9 +476,9 @@ def _bridging(method, llm) -> None:
 
 
 def test_bridge_guard_answers_with_the_last_step_not_the_bridge():
-    """``bridge_guard`` (an option; in no preset since it was measured) changes no prompt: INFER's vote for step 1's
-    answer, which step 2 was rewritten with, gives way to step 2's answer, noted and recorded on
-    the infer step; the paper's default answers with the vote."""
+    """``bridge_guard`` (an option; in no preset since it was measured) changes no prompt:
+    INFER's vote for step 1's answer, which step 2 was rewritten with, gives way to step 2's
+    answer, noted and recorded on the infer step; the paper's default answers with the vote."""
     prompts, answers = {}, {}
     for on in (False, True):
         method, llm = scripted_hgot(bridge_guard=on)

@@ -93,8 +93,8 @@ _FOLLOW = re.compile(r"follow[ -]?up\s*:", re.IGNORECASE)
 _FINAL = re.compile(r"(?:so )?the final answer is\s*:?", re.IGNORECASE)
 #: The two labels as a JSON field's leaked prefix, with their spaces (``strip_labels`` drops
 #: them one after another: "Follow up: Follow up: Who ...?").
-_FOLLOW_PREFIX = re.compile(r"\s*follow[ -]?up\s*:\s*", re.IGNORECASE)
-_FINAL_PREFIX = re.compile(r"\s*(?:so )?the final answer is\s*:?\s*", re.IGNORECASE)
+_FOLLOW_PREFIX = re.compile(rf"\s*(?:{_FOLLOW.pattern})\s*", re.IGNORECASE)
+_FINAL_PREFIX = re.compile(rf"\s*(?:{_FINAL.pattern})\s*", re.IGNORECASE)
 #: A line that starts another field of the transcript, not a follow-up question.
 _FIELD = re.compile(r"\s*(?:follow[ -]?up|intermediate answer|(?:so )?the final answer|are follow)", re.IGNORECASE)
 
