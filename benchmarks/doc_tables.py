@@ -570,6 +570,58 @@ def prefix_share_table(rows: list[dict[str, Any]] | None = None) -> str:
                   ([r["run"], r["llm"] or "–", str(r["n"]), f"{r['calls_per_q']:.1f}", f"{r['chars_per_q']:,.0f}",
                     f"{r['previous']:.0%}", f"{r['earlier']:.0%}"] for r in rows))
 
+#: The columns of ``benchmarks/tree_of_reviews.py``'s table (the paper's Tables 1, 2 and 5).
+TREE_OF_REVIEWS_COLUMNS = ("method", "n", "EM", "F1", "Recall@15", "#API", "#Doc", "#Doc/#API", "#Evidence", "parsed",
+                           "parse fallback", "s/q")
+
+
+def _tree_of_reviews_cells(row: dict[str, Any]) -> list[str]:
+    """A row of ``benchmarks/tree_of_reviews.py --figures`` as its table's cells, "–" where the
+    method has no such figure."""
+    m, c = row["metrics"], row["cost"]
+
+    def cell(key: str, form: str) -> str:
+        return form.format(m[key]) if m.get(key) is not None else "–"
+
+    return [row["method"], str(row["n"]), f"{m.get('em', 0):.2f}", f"{m.get('f1', 0):.2f}",
+            cell("support_recall", "{:.2f}"), f"{c['llm_calls_per_q']:.1f}", cell("docs_reviewed", "{:.1f}"),
+            cell("docs_per_call", "{:.1%}"), cell("evidence", "{:.1f}"), cell("parse_rate", "{:.1%}"),
+            cell("parse_fallback_rate", "{:.1%}"), f"{c['seconds_per_q']:.0f}"]
+
+
+def _tree_of_reviews_rows(dataset: str, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    rows = rows if rows is not None else _figure_rows("tree-of-reviews")
+    mine = [r for r in rows if r["dataset"] == dataset]
+    if not mine:
+        raise KeyError(f"no {dataset} rows in the Tree of Reviews figures")
+    return mine
+
+
+def tree_of_reviews_datasets() -> list[str]:
+    """The datasets ``docs/results/tree-of-reviews.json`` has rows of (none before the script wrote
+    it): each has its ``tree-of-reviews-…`` table, the others their transcribed one."""
+    if not (DOCS / "results" / "tree-of-reviews.json").is_file():
+        return []
+    return list(dict.fromkeys(r["dataset"] for r in _figure_rows("tree-of-reviews")))
+
+
+def tree_of_reviews_table(dataset: str, rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/benchmarks/tree-of-reviews.md: ``benchmarks/tree_of_reviews.py --figures``
+    (``docs/results/tree-of-reviews.json``, or ``rows`` as that script measured them), the rows of
+    ``dataset``: per method the paper's columns from each run's summary and cost."""
+    return _table(list(TREE_OF_REVIEWS_COLUMNS), map(_tree_of_reviews_cells, _tree_of_reviews_rows(dataset, rows)))
+
+
+def tree_of_reviews_row(dataset: str, method: str) -> dict[str, str]:
+    """``method``'s row of the Tree of Reviews table of ``dataset`` by column: from
+    ``docs/results/tree-of-reviews.json`` once ``benchmarks/tree_of_reviews.py`` has written
+    ``dataset`` there, else the transcribed ``recorded-tree-of-reviews-…`` table."""
+    if dataset in tree_of_reviews_datasets():
+        row = next(r for r in _tree_of_reviews_rows(dataset) if r["method"] == method)
+        return dict(zip(TREE_OF_REVIEWS_COLUMNS, _tree_of_reviews_cells(row), strict=True))
+    return recorded_row(f"recorded-tree-of-reviews-{dataset}", method)
+
+
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
 LEAPQUERY_METRICS = ("support_recall", "rouge_l", "bertscore", "em", "f1")
 
@@ -777,7 +829,7 @@ def retrieve_then_read_figures() -> str:
         add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}, {r['s/q']} s/q",
             "[structured outputs](../benchmarks/structured-outputs.md)")
     for dataset, name in (("2WikiMultihopQA", "2wikimultihopqa"), ("MuSiQue", "musique")):
-        r = recorded_row(f"recorded-tree-of-reviews-{name}", rtr)
+        r = tree_of_reviews_row(name, rtr)
         add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, Recall@15 {r['Recall@15']}, {r['s/q']} s/q",
             "[Tree of Reviews](../benchmarks/tree-of-reviews.md)")
     r = next(row for row in _figure_rows("leapquery-rerankers") if row["method"] == rtr)
@@ -823,6 +875,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "rerank": rerank_table,
     "loglikelihood": loglikelihood_table,
     "leapquery-rerankers": leapquery_rerankers_table,
+    **{f"tree-of-reviews-{dataset}": (lambda dataset=dataset: tree_of_reviews_table(dataset))
+       for dataset in tree_of_reviews_datasets()},
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))

@@ -20,7 +20,10 @@ ToR's and CoR's reviews, of IRCoT's structured steps) and the share a forgiving 
 seconds per question — the columns of the paper's
 Tables 1, 2 and 5. ``--figures`` (default ``OUT/figures.json``) writes those rows (each run's
 ``summarize`` metrics and cost) as JSON with the date, machine, model and command
-(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` to render the docs' tables from.
+(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` to render the docs' tables from:
+copied to ``docs/results/tree-of-reviews.json``, each dataset it has rows of gets its
+``tree-of-reviews-DATASET`` table in docs/benchmarks/tree-of-reviews.md (in place of the
+transcribed one).
 """
 
 from __future__ import annotations

@@ -270,3 +270,31 @@ def test_a_method_page_row_names_its_options(tmp_path, monkeypatch):
     assert page[2].startswith("| MuSiQue dev, distractor | 20 | 2026-11-30, smollm2-135m | 0.000 | 0.000 |")
     assert page[3].startswith("| MuSiQue dev, distractor (`confidence=prob`) | 20 |")
     assert tables.every_method_table().splitlines()[3].startswith("| self-dc (`confidence=prob`) | 2026-11-30")
+
+
+def test_the_tree_of_reviews_table_comes_from_the_scripts_rows_once_it_wrote_them(tmp_path, monkeypatch):
+    """``tree-of-reviews-DATASET`` renders ``benchmarks/tree_of_reviews.py --figures`` rows of that
+    dataset ("–" for a figure a method has not); a dataset the file has no rows of keeps its
+    transcribed table, for its page and for Retrieve-then-Read's figures."""
+    tables = _doc_tables()
+    (tmp_path / "results").mkdir()
+    recorded = json.loads(tables.RECORDED.read_text(encoding="utf-8"))
+    (tmp_path / "results" / "recorded.json").write_text(json.dumps(recorded), encoding="utf-8")
+    monkeypatch.setattr(tables, "DOCS", tmp_path)
+    monkeypatch.setattr(tables, "RECORDED", tmp_path / "results" / "recorded.json")
+    assert tables.tree_of_reviews_datasets() == []
+    rtr = {"dataset": "musique", "method": "retrieve-then-read", "n": 10, "failed": 0,
+           "metrics": {"em": 0.1, "f1": 0.1333, "support_recall": 0.6},
+           "cost": {"llm_calls_per_q": 1.0, "seconds_per_q": 9.6}}
+    tor = {"dataset": "musique", "method": "tor", "n": 10, "failed": 0,
+           "metrics": {"em": 0.2, "f1": 0.25, "support_recall": 0.65, "docs_reviewed": 5.5, "docs_per_call": 0.775,
+                       "evidence": 4.9, "parse_rate": 1.0, "parse_fallback_rate": 0.0},
+           "cost": {"llm_calls_per_q": 7.1, "seconds_per_q": 41.4}}
+    (tmp_path / "results" / "tree-of-reviews.json").write_text(json.dumps({"about": {}, "rows": [rtr, tor]}))
+    assert tables.tree_of_reviews_datasets() == ["musique"]
+    assert tables.tree_of_reviews_table("musique").splitlines()[2:] == [
+        "| retrieve-then-read | 10 | 0.10 | 0.13 | 0.60 | 1.0 | – | – | – | – | – | 10 |",
+        "| tor | 10 | 0.20 | 0.25 | 0.65 | 7.1 | 5.5 | 77.5% | 4.9 | 100.0% | 0.0% | 41 |"]
+    assert tables.tree_of_reviews_row("musique", "tor")["F1"] == "0.25"
+    assert tables.tree_of_reviews_row("2wikimultihopqa", "retrieve-then-read") == tables.recorded_row(
+        "recorded-tree-of-reviews-2wikimultihopqa", "retrieve-then-read")
