@@ -37,7 +37,8 @@ import sys
 import time
 from pathlib import Path
 
-# benchmarks/figures.py (the script's folder is on sys.path)
+# benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
+from doc_tables import tree_of_reviews_table
 from figures import about, write_figures
 
 from hopqa.evaluation.runner import read_results, summarize
@@ -54,33 +55,26 @@ def run(args: argparse.Namespace, dataset: str, method: str, limit: int) -> None
           flush=True)
 
 
-def _cell(metrics: dict, key: str, form: str) -> str:
-    return form.format(metrics[key]) if key in metrics else "–"
-
-
 def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) -> None:
     rows: list[dict] = []
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; dev, distractor setting; LLM response cache off")
     for dataset in datasets:
         print(f"\n{dataset}\n")
-        print("| method | n | EM | F1 | Recall@15 | #API | #Doc | #Doc/#API | #Evidence | parsed | "
-              "parse fallback | s/q |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        mine, missing = [], []
         for method in methods:
             path = Path(args.out) / f"{dataset}-dev-distractor" / method / "results.jsonl"
             if not path.is_file():
-                print(f"| {method} | (not run) |")
+                missing.append(method)
                 continue
-            records = list(read_results(path).values())
-            s = summarize(records, path.parent)
-            m, c = s.metrics, s.cost
-            rows.append({"dataset": dataset, "method": method, "n": s.n, "failed": s.failed, "metrics": m, "cost": c})
-            print(f"| {method} | {s.n} | {m.get('em', 0):.2f} | {m.get('f1', 0):.2f} "
-                  f"| {_cell(m, 'support_recall', '{:.2f}')} | {c['llm_calls_per_q']:.1f} "
-                  f"| {_cell(m, 'docs_reviewed', '{:.1f}')} | {_cell(m, 'docs_per_call', '{:.1%}')} "
-                  f"| {_cell(m, 'evidence', '{:.1f}')} | {_cell(m, 'parse_rate', '{:.1%}')} "
-                  f"| {_cell(m, 'parse_fallback_rate', '{:.1%}')} | {c['seconds_per_q']:.0f} |")
+            s = summarize(list(read_results(path).values()), path.parent)
+            mine.append({"dataset": dataset, "method": method, "n": s.n, "failed": s.failed, "metrics": s.metrics,
+                         "cost": s.cost})
+        if mine:
+            print(tree_of_reviews_table(dataset, mine), end="")
+        for method in missing:
+            print(f"(not run: {method})")
+        rows += mine
     target = write_figures(args.figures or Path(args.out) / "figures.json",
                            about(llm=args.llm, datasets=datasets, setting="distractor", response_cache="off"), rows=rows)
     print(f"figures: {target}", file=sys.stderr)
