@@ -599,7 +599,7 @@ def _tree_of_reviews_rows(dataset: str, rows: list[dict[str, Any]] | None = None
 
 def tree_of_reviews_datasets() -> list[str]:
     """The datasets ``docs/results/tree-of-reviews.json`` has rows of (none before the script wrote
-    it): each has its ``tree-of-reviews-…`` table, the others their transcribed one."""
+    it): each has its ``tree-of-reviews-…`` table."""
     if not (DOCS / "results" / "tree-of-reviews.json").is_file():
         return []
     return list(dict.fromkeys(r["dataset"] for r in _figure_rows("tree-of-reviews")))
@@ -613,13 +613,10 @@ def tree_of_reviews_table(dataset: str, rows: list[dict[str, Any]] | None = None
 
 
 def tree_of_reviews_row(dataset: str, method: str) -> dict[str, str]:
-    """``method``'s row of the Tree of Reviews table of ``dataset`` by column: from
-    ``docs/results/tree-of-reviews.json`` once ``benchmarks/tree_of_reviews.py`` has written
-    ``dataset`` there, else the transcribed ``recorded-tree-of-reviews-…`` table."""
-    if dataset in tree_of_reviews_datasets():
-        row = next(r for r in _tree_of_reviews_rows(dataset) if r["method"] == method)
-        return dict(zip(TREE_OF_REVIEWS_COLUMNS, _tree_of_reviews_cells(row), strict=True))
-    return recorded_row(f"recorded-tree-of-reviews-{dataset}", method)
+    """``method``'s row of the Tree of Reviews table of ``dataset`` by column, from
+    ``docs/results/tree-of-reviews.json``."""
+    row = next(r for r in _tree_of_reviews_rows(dataset) if r["method"] == method)
+    return dict(zip(TREE_OF_REVIEWS_COLUMNS, _tree_of_reviews_cells(row), strict=True))
 
 
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
@@ -874,6 +871,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "eval-stream": eval_stream_table,
     "rerank": rerank_table,
     "loglikelihood": loglikelihood_table,
+    # registered once benchmarks/prefix_cache.py and prefix_share.py have written their figures
+    **{name: renderer for name, renderer in (("prefix-cache", prefix_cache_table), ("prefix-share", prefix_share_table))
+       if (DOCS / "results" / f"{name}.json").is_file()},
     "leapquery-rerankers": leapquery_rerankers_table,
     **{f"tree-of-reviews-{dataset}": (lambda dataset=dataset: tree_of_reviews_table(dataset))
        for dataset in tree_of_reviews_datasets()},

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/tree_of_reviews.py [--datasets 2wikimultihopqa,musique]
         [--limits 5,10] [--methods retrieve-then-read,cor,ircot,tor] [--llm embedded:qwen2.5-1.5b]
-        [--out runs/bench-tor] [--report-only] [--figures FILE]
+        [--out runs/bench-tor] [--report-only] [--figures FILE] [--merge]
 
 Every (dataset, method) is one ``hopqa eval`` run on the first dev questions in the distractor
 setting, each method with its defaults (ToR: depth 3, widths 5,3,3, MPC expansion, both
@@ -15,15 +15,18 @@ off so that seconds per question are real.
 Prints, per dataset, one row per method: EM, F1, Recall@15 (the evaluation's supporting-paragraph
 recall: every method here returns at most 15 paragraphs — Retrieve-then-Read its k=5, IRCoT its
 ``max_paragraphs=15``, CoR at most 3 turns of 5, ToR its ``recall_k=15`` ranking), #API (LLM calls
-per question), #Doc (distinct paragraphs reviewed), #Doc/#API, #Evidence, the parse rate (of
-ToR's and CoR's reviews, of IRCoT's structured steps) and the share a forgiving rule read, and
-seconds per question — the columns of the paper's
-Tables 1, 2 and 5. ``--figures`` (default ``OUT/figures.json``) writes those rows (each run's
-``summarize`` metrics and cost) as JSON with the date, machine, model and command
-(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` to render the docs' tables from:
-copied to ``docs/results/tree-of-reviews.json``, each dataset it has rows of gets its
-``tree-of-reviews-DATASET`` table in docs/benchmarks/tree-of-reviews.md (in place of the
-transcribed one).
+per question), #Doc (distinct paragraphs reviewed), #Doc/#API, #Evidence, the parse rate (of ToR's
+and CoR's reviews, of IRCoT's structured steps) and the share a forgiving rule read, and seconds
+per question — the columns of the paper's Tables 1, 2 and 5. ``--figures`` (default
+``OUT/figures.json``) writes those rows (each run's ``summarize`` metrics and cost, and its F1 by
+question id, from which ``benchmarks/doc_numbers.py`` recomputes a paired difference the docs
+quote) as JSON with the date, machine, model and command (``benchmarks/figures.py``), for
+``benchmarks/doc_tables.py`` to render the docs' tables from: copied to
+``docs/results/tree-of-reviews.json``, each dataset it has rows of gets its
+``tree-of-reviews-DATASET`` table in docs/benchmarks/tree-of-reviews.md. With ``--merge`` the figures
+file keeps the rows it already has of the datasets this report does not cover (a dataset measured
+on another day, whose runs are gone), and the ``about`` of the run they came from under
+``about.earlier``.
 """
 
 from __future__ import annotations
@@ -67,17 +70,41 @@ def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) ->
             if not path.is_file():
                 missing.append(method)
                 continue
-            s = summarize(list(read_results(path).values()), path.parent)
+            records = read_results(path)
+            s = summarize(list(records.values()), path.parent)
             mine.append({"dataset": dataset, "method": method, "n": s.n, "failed": s.failed, "metrics": s.metrics,
-                         "cost": s.cost})
+                         "cost": s.cost,
+                         "f1_by_id": {q: float((r.get("metrics") or {}).get("f1", 0.0)) for q, r in records.items()}})
         if mine:
             print(tree_of_reviews_table(dataset, mine), end="")
         for method in missing:
             print(f"(not run: {method})")
         rows += mine
-    target = write_figures(args.figures or Path(args.out) / "figures.json",
-                           about(llm=args.llm, datasets=datasets, setting="distractor", response_cache="off"), rows=rows)
+    target = Path(args.figures or Path(args.out) / "figures.json")
+    now = about(llm=args.llm, datasets=datasets, setting="distractor", response_cache="off")
+    if args.merge and target.is_file():
+        rows, now = merged(json.loads(target.read_text(encoding="utf-8")), rows, now)
+    write_figures(target, now, rows=rows)
     print(f"figures: {target}", file=sys.stderr)
+
+
+def merged(old: dict, rows: list[dict], now: dict) -> tuple[list[dict], dict]:
+    """``--merge``: the rows of ``old`` (a figures file this script wrote) of the datasets ``rows``
+    do not have, followed by ``rows``; ``now`` with the datasets of both and, under ``earlier``,
+    where each kept dataset was measured: the entry of ``old``'s own ``earlier`` that has it, or
+    ``old``'s ``about`` (without its ``earlier``) for those it measured itself."""
+    measured = {r["dataset"] for r in rows}
+    kept = [r for r in old["rows"] if r["dataset"] not in measured]
+    if not kept:
+        return rows, now
+    keep = list(dict.fromkeys(r["dataset"] for r in kept))
+    before = old["about"].get("earlier", [])
+    earlier = [{**e, "datasets": [d for d in e["datasets"] if d in keep]} for e in before
+               if set(e["datasets"]) & set(keep)]
+    listed = {d for e in before for d in e["datasets"]}
+    if own := [d for d in keep if d not in listed]:
+        earlier.append({**{k: v for k, v in old["about"].items() if k != "earlier"}, "datasets": own})
+    return kept + rows, {**now, "datasets": list(dict.fromkeys(keep + now["datasets"])), "earlier": earlier}
 
 
 def main() -> None:
@@ -89,6 +116,8 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench-tor")
     ap.add_argument("--report-only", action="store_true", help="print the table of what has run")
     ap.add_argument("--figures", help="where the rows go as JSON (default OUT/figures.json)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the figures file's rows of the datasets this report does not cover")
     args = ap.parse_args()
     datasets = [d for d in args.datasets.split(",") if d]
     methods = [m for m in args.methods.split(",") if m]

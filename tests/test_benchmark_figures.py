@@ -131,6 +131,27 @@ def test_tree_of_reviews_writes_a_row_per_dataset_and_method(fault_server, tmp_p
     assert [(r["dataset"], r["method"], r["n"]) for r in figures["rows"]] == [
         ("musique", "retrieve-then-read", 1), ("musique", "ircot", 1)]
     assert figures["rows"][0]["cost"]["retrieval_calls_per_q"] == 1.0 and "f1" in figures["rows"][1]["metrics"]
+    (qid,) = figures["rows"][1]["f1_by_id"]  # for doc_numbers.py to pair the runs
+    assert figures["rows"][1]["f1_by_id"][qid] == figures["rows"][1]["metrics"]["f1"]
+    # --merge: a dataset measured another day keeps its rows and its about; the one re-run is replaced
+    target = tmp_path / "tree-of-reviews.json"
+    other = {"dataset": "2wikimultihopqa", "method": "tor", "n": 10, "failed": 0, "metrics": {}, "cost": {}}
+    target.write_text(json.dumps({"about": {"date": "2026-11-24", "command": "benchmarks/tree_of_reviews.py",
+                                            "datasets": ["2wikimultihopqa", "musique"]},
+                                  "rows": [other, {**other, "dataset": "musique"}]}))
+    done = _run("tree_of_reviews.py", "--report-only", "--datasets", "musique", "--methods", "retrieve-then-read,ircot",
+                "--out", str(tmp_path / "out"), "--figures", str(target), "--merge", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    merged = json.loads(target.read_text())
+    assert merged["rows"] == [other, *figures["rows"]]
+    assert merged["about"]["datasets"] == ["2wikimultihopqa", "musique"]
+    assert [(e["date"], e["datasets"]) for e in merged["about"]["earlier"]] == [("2026-11-24", ["2wikimultihopqa"])]
+    # merged again: each kept dataset keeps the about of the run that measured it
+    done = _run("tree_of_reviews.py", "--report-only", "--datasets", "musique", "--methods", "retrieve-then-read",
+                "--out", str(tmp_path / "out"), "--figures", str(target), "--merge", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    again = json.loads(target.read_text())
+    assert again["about"]["earlier"] == merged["about"]["earlier"] and again["rows"] == [other, figures["rows"][0]]
 
 
 def test_structured_outputs_writes_a_row_per_method_and_mode(fault_server, tmp_path):  # noqa: F811
