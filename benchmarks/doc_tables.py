@@ -570,6 +570,22 @@ def prefix_share_table(rows: list[dict[str, Any]] | None = None) -> str:
                   ([r["run"], r["llm"] or "–", str(r["n"]), f"{r['calls_per_q']:.1f}", f"{r['chars_per_q']:,.0f}",
                     f"{r['previous']:.0%}", f"{r['earlier']:.0%}"] for r in rows))
 
+def prefix_cache_memory_table(data: dict[str, Any] | None = None) -> str:
+    """docs/llm-backends.md: ``benchmarks/prefix_cache_memory.py --figures``
+    (``docs/results/prefix-cache-memory.json``, or ``data`` as that script wrote it): the model
+    loaded with nothing cached, then every row the script printed as the cache filled up to its
+    budget and evicted past it: prompts and tokens sent, the cache's entries and MiB, evictions,
+    resident memory and its peak."""
+    if data is None:
+        data = json.loads((DOCS / "results" / "prefix-cache-memory.json").read_text(encoding="utf-8"))
+    loaded = data["about"]["loaded_rss_mb"]
+    return _table(["prompts", "tokens sent", "entries", "cache MiB", "evictions", "RSS MiB", "RSS − loaded",
+                   "peak RSS MiB", "s"],
+                  [["0 (loaded)", "0", "0", "0", "0", f"{loaded:,.0f}", "", "", ""]]
+                  + [[str(r["prompts"]), f"{r['tokens_sent']:,}", str(r["entries"]), f"{r['cache_mb']:,.0f}",
+                      str(r["evictions"]), f"{r['rss_mb']:,.0f}", f"{r['rss_over_loaded_mb']:+,.0f}",
+                      f"{r['peak_rss_mb']:,.0f}", f"{r['seconds']:.0f}"] for r in data["rows"]])
+
 #: The columns of ``benchmarks/tree_of_reviews.py``'s table (the paper's Tables 1, 2 and 5).
 TREE_OF_REVIEWS_COLUMNS = ("method", "n", "EM", "F1", "Recall@15", "#API", "#Doc", "#Doc/#API", "#Evidence", "parsed",
                            "parse fallback", "s/q")
@@ -872,7 +888,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "rerank": rerank_table,
     "loglikelihood": loglikelihood_table,
     # registered once benchmarks/prefix_cache.py and prefix_share.py have written their figures
-    **{name: renderer for name, renderer in (("prefix-cache", prefix_cache_table), ("prefix-share", prefix_share_table))
+    **{name: renderer for name, renderer in (("prefix-cache", prefix_cache_table), ("prefix-share", prefix_share_table),
+                                              ("prefix-cache-memory", prefix_cache_memory_table))
        if (DOCS / "results" / f"{name}.json").is_file()},
     "leapquery-rerankers": leapquery_rerankers_table,
     **{f"tree-of-reviews-{dataset}": (lambda dataset=dataset: tree_of_reviews_table(dataset))

@@ -180,6 +180,17 @@ def test_the_embedded_models_batching_tables_compute_their_ratios_from_the_rows(
     assert tables.batched_samples_table([row]).splitlines()[2] == "| 2 | 6 | 12.4 | 11.3 | 0.91× | 1,234 / 2,468 | 2 / 12 | 12 / 12 |"
 
 
+def test_the_prefix_cache_memory_table_starts_from_the_loaded_model():
+    """``prefix_cache_memory_table`` renders what ``prefix_cache_memory.py --figures`` wrote: the
+    model loaded with nothing cached first, then each printed row."""
+    tables = _doc_tables()
+    row = {"prompts": 8, "tokens_sent": 13012, "entries": 8, "cache_mb": 349.6, "evictions": 0, "rss_mb": 2238.2,
+           "rss_over_loaded_mb": 378.1, "peak_rss_mb": 2300.4, "seconds": 215.3}
+    lines = tables.prefix_cache_memory_table({"about": {"loaded_rss_mb": 1860.1}, "rows": [row]}).splitlines()
+    assert lines[2:] == ["| 0 (loaded) | 0 | 0 | 0 | 0 | 1,860 | | | |",
+                         "| 8 | 13,012 | 8 | 350 | 0 | 2,238 | +378 | 2,300 | 215 |"]
+
+
 def test_the_overhead_history_gives_each_harness_its_range_over_the_runs(tmp_path, monkeypatch):
     """``overhead-history``: a row per harness in the order of the runs, each figure's range over
     the runs (one value where they agree to its precision), no cache column for a harness without."""
