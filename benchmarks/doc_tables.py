@@ -887,10 +887,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "eval-stream": eval_stream_table,
     "rerank": rerank_table,
     "loglikelihood": loglikelihood_table,
-    # registered once benchmarks/prefix_cache.py and prefix_share.py have written their figures
-    **{name: renderer for name, renderer in (("prefix-cache", prefix_cache_table), ("prefix-share", prefix_share_table),
-                                              ("prefix-cache-memory", prefix_cache_memory_table))
-       if (DOCS / "results" / f"{name}.json").is_file()},
+    "prefix-cache": prefix_cache_table,
+    "prefix-share": prefix_share_table,
+    "prefix-cache-memory": prefix_cache_memory_table,
     "leapquery-rerankers": leapquery_rerankers_table,
     **{f"tree-of-reviews-{dataset}": (lambda dataset=dataset: tree_of_reviews_table(dataset))
        for dataset in tree_of_reviews_datasets()},

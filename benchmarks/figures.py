@@ -36,6 +36,12 @@ def about(**fields: Any) -> dict[str, Any]:
     return {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": command.strip(), **fields}
 
 
+def f1_by_question(records: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """A run's F1 by question id (0.0 for a record without one, a failed question), the per-question
+    figures ``benchmarks/doc_numbers.py`` pairs two runs on."""
+    return {qid: float((r.get("metrics") or {}).get("f1", 0.0)) for qid, r in records.items()}
+
+
 def write_figures(path: str | Path, about: dict[str, Any], **data: Any) -> Path:
     """Write ``{"about": about, **data}`` to ``path`` atomically; the path written."""
     target = Path(path)

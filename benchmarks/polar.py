@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 # benchmarks/figures.py and benchmarks/presets.py (the script's folder is on sys.path)
-from figures import about, write_figures
+from figures import about, f1_by_question, write_figures
 from presets import SHARED, f1_before_step, llm_spec, records_of, trace_steps
 
 from hopqa.datasets import load_dataset
@@ -67,7 +67,7 @@ def summary(path: Path, method: str) -> dict:
     """A method's run at ``path``: the preset with and without its polar step (F1 by id), their
     paired comparison, how each step settled, and the answers with it by gold answer."""
     records = records_of(path)
-    with_step = {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records.items()}
+    with_step = f1_by_question(records)
     without = f1_before_step(path, "polar") or dict(with_step)
     how = Counter(s.get("outputs", {}).get("how", "none") for r in records.values()
                   for s in trace_steps(r.get("trace")) if s.get("kind") == "polar")

@@ -64,7 +64,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # benchmarks/figures.py (the script's folder is on sys.path)
-from figures import about, write_figures
+from figures import about, f1_by_question, write_figures
 
 from hopqa.evaluation.report import compare_by_id
 from hopqa.evaluation.runner import read_results
@@ -123,7 +123,7 @@ def records_of(path: Path) -> dict[str, dict]:
 
 
 def f1_by_id(path: Path) -> dict[str, float]:
-    return {qid: float(r.get("metrics", {}).get("f1", 0.0)) for qid, r in records_of(path).items()}
+    return f1_by_question(records_of(path))
 
 
 def seconds_by_id(path: Path) -> dict[str, float]:

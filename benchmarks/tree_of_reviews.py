@@ -42,7 +42,7 @@ from pathlib import Path
 
 # benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
 from doc_tables import tree_of_reviews_table
-from figures import about, write_figures
+from figures import about, f1_by_question, write_figures
 
 from hopqa.evaluation.runner import read_results, summarize
 
@@ -73,8 +73,7 @@ def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) ->
             records = read_results(path)
             s = summarize(list(records.values()), path.parent)
             mine.append({"dataset": dataset, "method": method, "n": s.n, "failed": s.failed, "metrics": s.metrics,
-                         "cost": s.cost,
-                         "f1_by_id": {q: float((r.get("metrics") or {}).get("f1", 0.0)) for q, r in records.items()}})
+                         "cost": s.cost, "f1_by_id": f1_by_question(records)})
         if mine:
             print(tree_of_reviews_table(dataset, mine), end="")
         for method in missing:
