@@ -11,14 +11,15 @@ again), with the LLM response cache off so every figure is a real call. Prints o
 row per candidate: EM / F1 per dataset and on both, LLM calls and seconds per question, and the
 machine. Qwen takes ~15 s per single-call question on 2 cores and minutes for the iterative
 methods: run it in the background (``nohup ... &``). ``--figures`` (default ``OUT/figures.json``)
-writes each candidate's summary per dataset (``hopqa eval``'s ``summary.json``) as JSON with the
-date, machine, model and command (``benchmarks/figures.py``), for ``benchmarks/doc_tables.py``.
+writes each candidate's summary per dataset (as ``hopqa eval``'s ``summary.json`` has it) and
+its F1 by question id as JSON with the date, machine, model and command
+(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` (the demo-method table) and
+``benchmarks/doc_numbers.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -26,8 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-# benchmarks/figures.py (the script's folder is on sys.path)
-from figures import about, write_figures
+# benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
+from doc_tables import demo_method_table
+from figures import about, f1_by_question, write_figures
+
+from hopqa.evaluation.runner import read_results, summarize
 
 #: (label, method, LLM spec suffix, --set options), cheapest first. Self-DC's 'prob' confidence
 #: needs token log-probabilities (logits_all); HGOT runs with the benchmark's cheap settings.
@@ -68,36 +72,24 @@ def run(args: argparse.Namespace) -> None:
 
 
 def table(args: argparse.Namespace) -> None:
+    """Print the table of what has run (``doc_tables.demo_method_table``) and write its figures."""
     datasets = args.datasets.split(",")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; first {args.limit} dev questions of {', '.join(datasets)}, {args.setting} setting; "
           "response cache off")
-    head = " | ".join(f"{d} EM / F1" for d in datasets)
-    print(f"| method | {head} | both EM / F1 | LLM calls/q | s/q | failed |")
-    print("|---|" + "---|" * len(datasets) + "---|---|---|---|")
     rows = []
-    for label, method, _, sets in CANDIDATES:
-        cells, em, f1, calls, secs, failed, n = [], 0.0, 0.0, 0.0, 0.0, 0, 0
+    for label, method, suffix, sets in CANDIDATES:
         for dataset in datasets:
-            path = Path(args.out) / _slug(label) / f"{dataset}-dev-{args.setting}" / method / "summary.json"
+            path = Path(args.out) / _slug(label) / f"{dataset}-dev-{args.setting}" / method / "results.jsonl"
             if not path.is_file():
-                cells.append("–")
                 continue
-            s = json.loads(path.read_text())
-            m, c, k = s["metrics"], s["cost"], s["n"]
-            rows.append({"label": label, "method": method, "options": sets, "dataset": dataset, "n": k,
-                         "failed": s["failed"], "metrics": m, "cost": c})
-            cells.append(f"{m.get('em', 0):.2f} / {m.get('f1', 0):.2f}")
-            em += m.get("em", 0) * k
-            f1 += m.get("f1", 0) * k
-            calls += c["llm_calls_per_q"] * k
-            secs += c["seconds_per_q"] * k
-            failed += s["failed"]
-            n += k
-        if not n:
-            continue
-        print(f"| {label} | {' | '.join(cells)} | {em / n:.2f} / {f1 / n:.2f} | {calls / n:.1f} | {secs / n:.0f} | "
-              f"{failed} |")
+            records = read_results(path)
+            s = summarize(list(records.values()), path.parent)
+            rows.append({"label": label, "method": method, "options": sets, "llm": args.llm + suffix,
+                         "dataset": dataset, "n": s.n, "failed": s.failed, "metrics": s.metrics, "cost": s.cost,
+                         "f1_by_id": f1_by_question(records)})
+    if rows:
+        print(demo_method_table(rows), end="")
     target = write_figures(args.figures or Path(args.out) / "figures.json",
                            about(llm=args.llm, datasets=datasets, setting=args.setting, limit=args.limit,
                                  response_cache="off"), rows=rows)

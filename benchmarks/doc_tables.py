@@ -635,6 +635,86 @@ def tree_of_reviews_row(dataset: str, method: str) -> dict[str, str]:
     return dict(zip(TREE_OF_REVIEWS_COLUMNS, _tree_of_reviews_cells(row), strict=True))
 
 
+def _demo_method_label(row: dict[str, Any]) -> str:
+    """A candidate of ``benchmarks/demo_choice.py`` as the table names it: the method, then its
+    ``--set`` options and its LLM spec's query (``?logits_all=1``) in code."""
+    extras = [*row.get("options", []), *(["?" + row["llm"].split("?", 1)[1]] if "?" in row.get("llm", "") else [])]
+    return row["method"] + (" (" + ", ".join(f"`{x}`" for x in extras) + ")" if extras else "")
+
+
+def demo_method_rows(rows: list[dict[str, Any]] | None = None,
+                     methods: tuple[str, ...] | None = None) -> list[dict[str, str]]:
+    """Each candidate of ``benchmarks/demo_choice.py --figures`` (``docs/results/demo-method.json``,
+    or ``rows`` as that script measured them, one per candidate and dataset) as the demo-method
+    table's cells by column: EM / F1 per dataset and on all of them ("both": the questions
+    pooled), LLM calls and seconds a question over all, the failed questions; with ``methods``,
+    the candidates of those methods only (the columns stay every dataset measured)."""
+    rows = rows if rows is not None else _figure_rows("demo-method")
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    out = []
+    for label in dict.fromkeys(r["label"] for r in rows if methods is None or r["method"] in methods):
+        mine = {r["dataset"]: r for r in rows if r["label"] == label}
+        n = sum(r["n"] for r in mine.values())
+
+        def pooled(get: Callable[[dict[str, Any]], float], mine: dict[str, dict[str, Any]] = mine, n: int = n) -> float:
+            return sum(get(r) * r["n"] for r in mine.values()) / n
+
+        cells = {"method": _demo_method_label(next(iter(mine.values())))}
+        for d in datasets:
+            r = mine.get(d)
+            cells[f"{DATASET_NAMES.get(d, d)} EM / F1"] = (
+                f"{r['metrics'].get('em', 0):.2f} / {r['metrics'].get('f1', 0):.2f}" if r else "–")
+        em, f1 = pooled(lambda r: r["metrics"].get("em", 0)), pooled(lambda r: r["metrics"].get("f1", 0))
+        cells[("both" if len(datasets) == 2 else "all") + " EM / F1"] = f"{em:.2f} / {f1:.2f}"
+        cells["LLM calls/q"] = f"{pooled(lambda r: r['cost']['llm_calls_per_q']):.1f}"
+        cells["s/q"] = f"{pooled(lambda r: r['cost']['seconds_per_q']):.0f}"
+        cells["failed"] = str(sum(r["failed"] for r in mine.values()))
+        out.append(cells)
+    return out
+
+
+def demo_method_table(rows: list[dict[str, Any]] | None = None, methods: tuple[str, ...] | None = None) -> str:
+    """docs/benchmarks/demo-method.md: ``benchmarks/demo_choice.py --figures``, a row a candidate
+    (``demo_method_rows``); with ``methods``, the rows of those methods only (a method page shows
+    its own beside Retrieve-then-Read's)."""
+    cells = demo_method_rows(rows, methods)
+    return _table(list(cells[0]), (list(c.values()) for c in cells))
+
+
+#: The method pages that show their demo-method row (``demo-method-PAGE``) and the methods each shows.
+DEMO_METHOD_PAGES: dict[str, tuple[str, ...]] = {
+    page: ("retrieve-then-read", page) for page in ("self-ask", "self-dc", "iter-retgen", "ircot", "react", "hgot")
+} | {"gensco": ("retrieve-then-read", "gensco-stop")}
+
+
+#: The columns of a structured-outputs table (``benchmarks/structured_outputs.py``).
+STRUCTURED_COLUMNS = ("method", "structured", "n", "EM", "F1", "sup. recall", "parsed", "fallback", "LLM calls/q",
+                      "s/q", "RtR F1 on the same questions")
+
+
+def _structured_cells(row: dict[str, Any]) -> list[str]:
+    """A row of ``benchmarks/structured_outputs.py --figures`` as its table's cells, "–" where the
+    method has no such figure (Retrieve-then-Read has no structured step, nothing to parse)."""
+    m, c = row["metrics"], row["cost"]
+
+    def rate(key: str) -> str:
+        return f"{m[key]:.1%}" if m.get(key) is not None else "–"
+
+    same = f"{row['rtr_f1_same']:.2f} ({row['rtr_n_same']})" if row.get("rtr_f1_same") is not None else "–"
+    return [row["method"], row["structured"] or "–", str(row["n"]), f"{m.get('em', 0):.2f}", f"{m.get('f1', 0):.2f}",
+            f"{m.get('support_recall', 0):.2f}", rate("parse_rate"), rate("parse_fallback_rate"),
+            f"{c['llm_calls_per_q']:.1f}", f"{c['seconds_per_q']:.0f}", same]
+
+
+def structured_outputs_table(dataset: str, rows: list[dict[str, Any]] | None = None) -> str:
+    """docs/benchmarks/structured-outputs.md: ``benchmarks/structured_outputs.py --figures``
+    (``docs/results/structured-outputs.json``, or ``rows`` as that script measured them), the rows
+    of ``dataset``: per method and mode (``structured=auto`` / ``off``) its answers, parse and
+    fallback rates, cost, and Retrieve-then-Read's F1 on the same questions."""
+    rows = rows if rows is not None else _figure_rows("structured-outputs")
+    return _table(list(STRUCTURED_COLUMNS), (_structured_cells(r) for r in rows if r["dataset"] == dataset))
+
+
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
 LEAPQUERY_METRICS = ("support_recall", "rouge_l", "bertscore", "em", "f1")
 
@@ -712,6 +792,43 @@ def every_method_table(methods: tuple[str, ...] | None = None) -> str:
                          f"| {c['llm_calls_per_q']:.1f} | {c['prompt_tokens_per_q']:.0f} "
                          f"| {c['completion_tokens_per_q']:.0f} | {c['retrieval_calls_per_q']:.1f} "
                          f"| {c['seconds_per_q']:.1f} | {row['failed']} |")
+    return "\n".join(lines) + "\n"
+
+
+def before_after_names() -> list[str]:
+    """The changes measured before and after (``docs/results/NAME-before.json`` beside
+    ``NAME-after.json``): each has its ``NAME`` table (``before_after_table``)."""
+    return sorted(p.name.removesuffix("-before.json") for p in (DOCS / "results").glob("*-before.json")
+                  if p.with_name(p.name.replace("-before.json", "-after.json")).is_file())
+
+
+def before_after_table(name: str, files: dict[str, dict[str, Any]] | None = None) -> str:
+    """A change measured before and after it: ``benchmarks/eval_methods.py --figures`` run on the
+    commit before the change and on the commit after it (a ``git worktree`` of each on
+    ``PYTHONPATH``; ``docs/results/NAME-before.json`` and ``NAME-after.json``, or ``files`` by
+    "before" / "after"), a row per method of each: the commit that ran (``about.hopqa``), the date,
+    the answer and support metrics and the cost per question ("–" for a metric that version did
+    not compute)."""
+    files = files if files is not None else {
+        when: json.loads((DOCS / "results" / f"{name}-{when}.json").read_text(encoding="utf-8"))
+        for when in ("before", "after")}
+    lines = ["| method, run | hopqa | measured | EM | F1 | tok. P / R | support R / P / F1 | K-prec | calls/q "
+             "| prompt tok/call | retrievals/q | s/q |", "|" + "---|" * 12]
+
+    def fig(m: dict[str, Any], key: str, form: str = "{:.2f}") -> str:
+        return form.format(m[key]) if m.get(key) is not None else "–"
+
+    for when in ("before", "after"):
+        about = files[when]["about"]
+        for row in files[when]["rows"]:
+            m, c = row["metrics"], row["cost"]
+            per_call = c["prompt_tokens_per_q"] / c["llm_calls_per_q"] if c["llm_calls_per_q"] else 0.0
+            lines.append(f"| {row['method']}, {when} | `{about.get('hopqa', '?')}` | {about['date']} "
+                         f"| {fig(m, 'em', '{:.3f}')} | {fig(m, 'f1', '{:.3f}')} "
+                         f"| {fig(m, 'precision')} / {fig(m, 'recall')} "
+                         f"| {fig(m, 'support_recall')} / {fig(m, 'support_precision')} / {fig(m, 'support_f1')} "
+                         f"| {fig(m, 'k_precision')} | {c['llm_calls_per_q']:.1f} | {per_call:,.0f} "
+                         f"| {c['retrieval_calls_per_q']:.1f} | {c['seconds_per_q']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -833,7 +950,7 @@ def retrieve_then_read_figures() -> str:
     def add(where: str, n: object, figures: str, page: str) -> None:
         lines.append(f"| {where} | {n} | Qwen2.5-1.5B | {figures} | {page} |")
 
-    demo = recorded_row("recorded-demo-method-10q", rtr)
+    demo = next(r for r in demo_method_rows() if r["method"] == rtr)
     add("MuSiQue and HotpotQA dev, open (demo corpus)", "10 each",
         f"EM / F1: MuSiQue {demo['MuSiQue EM / F1']}, HotpotQA {demo['HotpotQA EM / F1']}, both {demo['both EM / F1']}; "
         f"{demo['s/q']} s/q", "[demo method](../benchmarks/demo-method.md)")
@@ -853,11 +970,10 @@ def retrieve_then_read_figures() -> str:
     r = interval_cells()[rtr]
     add("MuSiQue dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}",
         "[intervals](../benchmarks/intervals.md)")
-    names = {"musique": "MuSiQue", "hotpotqa": "HotpotQA", "2wikimultihopqa": "2WikiMultihopQA"}
     setting_names = {"distractor": "distractor", "open": "open (demo corpus)"}
     for table in json.loads(PRESETS.read_text(encoding="utf-8"))["tables"]:
         run = next(r for r in table["runs"] if r["label"] == rtr)
-        add(f"{names[table['dataset']]} dev, {setting_names[table['setting']]}", run["n"],
+        add(f"{DATASET_NAMES[table['dataset']]} dev, {setting_names[table['setting']]}", run["n"],
             f"F1 {run['f1']:.3f}, {run['median_seconds']:.0f} s/q (median)", "[presets](../benchmarks/presets.md)")
     return "\n".join(lines) + "\n"
 
@@ -875,6 +991,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "presets-targets": presets_targets,
     "presets-second-target": presets_second_target,
     "demo-candidates": demo_candidates,
+    "demo-method": demo_method_table,
+    **{f"demo-method-{page}": (lambda methods=methods: demo_method_table(methods=methods))
+       for page, methods in DEMO_METHOD_PAGES.items()},
     **{f"retrieval-{part}": (lambda part=part: retrieval_table(part)) for part in ("engines", "faiss", "indexes", "hnsw")},
     "retrieval-recall": lambda: retrieval_recall_table("recall"),
     **{f"foundation-{part}": (lambda part=part: foundation_table(part)) for part in ("bm25", "llm", "cache")},
@@ -897,6 +1016,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))
        for page, methods in EVERY_METHOD_PAGES.items()},
+    **{name: (lambda name=name: before_after_table(name)) for name in before_after_names()},
     **{name: (lambda name=name: recorded_table(name)) for name in recorded_tables()},
 }
 

@@ -15,7 +15,10 @@ another's identical calls (GenSco-stop scores the same prompts as GenSco-max); `
 allows it. ``--figures`` (default ``OUT/DATASET-SPLIT-SETTING/figures.json``) writes every
 row's summary (``hopqa eval``'s ``summary.json``: metrics and cost per question) as JSON with the
 date, machine, model and command (``benchmarks/figures.py``), for ``benchmarks/doc_tables.py``
-to render the docs' table from.
+to render the docs' table from. ``PYTHONPATH=WORKTREE`` runs the hopqa of a ``git worktree`` of
+another commit (the figures name the commit that ran, ``about.hopqa``): a change measured before
+and after it is two such files, ``docs/results/NAME-before.json`` and ``NAME-after.json``
+(``doc_tables.before_after_table``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,12 @@ temporary file renamed over the target).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,12 +30,37 @@ def machine() -> str:
             f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
+def hopqa_commit() -> str | None:
+    """The commit of the hopqa this process imports (``PYTHONPATH`` first, so a ``git worktree``
+    of an older commit there is the one named), ``+changes`` when its ``hopqa/`` differs from that
+    commit; ``None`` when hopqa is not the root of a git checkout (an installed package)."""
+    spec = importlib.util.find_spec("hopqa")
+    if spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    top = git("rev-parse", "--show-toplevel")  # an installed hopqa inside another checkout is not it
+    commit = git("rev-parse", "--short", "HEAD") if top and Path(top).resolve() == root else None
+    if commit is None:
+        return None
+    return commit + ("+changes" if git("status", "--porcelain", "--", "hopqa") else "")
+
+
 def about(**fields: Any) -> dict[str, Any]:
     """The date, the machine, the command that ran (``benchmarks/NAME.py ARGS``, its arguments
     quoted for a shell, so that it runs again as recorded: an empty ``--baselines ""`` stays
-    ``''``) and ``fields``."""
+    ``''``), the commit of the hopqa that ran (``hopqa_commit``, where known) and ``fields``."""
     command = f"benchmarks/{Path(sys.argv[0]).name} " + shlex.join(sys.argv[1:])
-    return {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": command.strip(), **fields}
+    commit = hopqa_commit()
+    return {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": command.strip(),
+            **({"hopqa": commit} if commit else {}), **fields}
 
 
 def f1_by_question(records: dict[str, dict[str, Any]]) -> dict[str, float]:

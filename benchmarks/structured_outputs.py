@@ -3,7 +3,7 @@ free text) and ``structured=auto`` (JSON schemas through llama.cpp grammars), ag
 Retrieve-then-Read on the same questions (issue 16).
 
     .venv/bin/python benchmarks/structured_outputs.py [--datasets musique,hotpotqa] [--limit 10]
-        [--methods retrieve-then-read,self-dc,gensco-stop,hgot,ircot,self-ask] [--modes auto,off]
+        [--methods retrieve-then-read,ircot,self-ask,self-dc,self-dc-verb,gensco-stop,hgot] [--modes auto,off]
         [--llm embedded:qwen2.5-1.5b] [--out runs/bench-issue16] [--report-only] [--figures FILE]
 
 Every (dataset, mode, method) is one ``hopqa eval`` run in the distractor setting under
@@ -11,17 +11,18 @@ Every (dataset, mode, method) is one ``hopqa eval`` run in the distractor settin
 never redone (run it in the background, one model process at a time; it takes hours on 2
 cores). Retrieve-then-Read has no structured step and runs once. Self-DC runs with
 ``confidence=prob`` (token probabilities: the model is loaded with ``logits_all=1`` for it),
-``self-dc-verb`` is Self-DC with the paper's
-default verbal confidence (for its histogram), HGOT with the cheap settings ``samples=2 max_steps=2 entailment_delta=false``. The LLM
-response cache is off so that seconds per question are real.
+``self-dc-verb`` is Self-DC with the paper's default verbal confidence (for its histogram), HGOT
+with the cheap settings ``samples=2 max_steps=2 entailment_delta=false``. The LLM response cache
+is off so that seconds per question are real.
 
-Prints, per dataset, one row per method and mode: EM, F1, supporting-paragraph recall, the
-parse rate (structured outputs read as asked) and fallback rate, LLM calls and seconds per
-question, with Retrieve-then-Read's F1 on the same questions; then the Self-DC confidence
-histogram (tenths) per mode. ``--figures`` (default ``OUT/figures.json``) writes the rows (each
-run's ``summarize`` metrics and cost, Retrieve-then-Read's F1 on the same questions) and the
-confidence histograms as JSON with the date, machine, model and command
-(``benchmarks/figures.py``), for ``benchmarks/doc_tables.py`` to render the docs' tables from.
+Prints, per dataset, one row per method and mode (``doc_tables.structured_outputs_table``): EM,
+F1, supporting-paragraph recall, the parse rate (structured outputs read as asked) and fallback
+rate, LLM calls and seconds per question, with Retrieve-then-Read's F1 on the same questions;
+then the Self-DC confidence histogram (tenths) per mode. ``--figures`` (default
+``OUT/figures.json``) writes the rows (each run's ``summarize`` metrics and cost, its F1 by
+question id, Retrieve-then-Read's F1 on the same questions) and the confidence histograms as
+JSON with the date, machine, model and command (``benchmarks/figures.py``), for
+``benchmarks/doc_tables.py`` to render the docs' tables from.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-# benchmarks/figures.py (the script's folder is on sys.path)
-from figures import about, write_figures
+# benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
+from doc_tables import structured_outputs_table
+from figures import about, f1_by_question, write_figures
 
 from hopqa.evaluation.runner import read_results, summarize
 
@@ -118,28 +120,25 @@ def report(args: argparse.Namespace, datasets: list[str], modes: list[str], meth
         base = run_dir(out, "off", dataset, "retrieve-then-read") / "results.jsonl"
         rtr = read_results(base) if base.is_file() else {}
         print(f"\n{dataset}\n")
-        print("| method | structured | n | EM | F1 | sup. recall | parsed | fallback | LLM calls/q | s/q "
-              "| RtR F1 on the same questions |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        mine, missing = [], []
         for method in methods:
             for mode in (["off"] if method in UNSTRUCTURED else modes):
                 path = run_dir(out, mode, dataset, method) / "results.jsonl"
                 if not path.is_file():
-                    print(f"| {method} | {'–' if method in UNSTRUCTURED else mode} | (not run) |")
+                    missing.append(f"{method} ({'–' if method in UNSTRUCTURED else mode})")
                     continue
                 records = read_results(path)
                 s = summarize(list(records.values()), path.parent)
-                m, c = s.metrics, s.cost
                 same = [rtr[i]["metrics"].get("f1", 0.0) for i in records if i in rtr]
-                rtr_f1 = f"{sum(same) / len(same):.2f} ({len(same)})" if same else "–"
-                parsed = f"{m['parse_rate']:.1%}" if "parse_rate" in m else "–"
-                fallback = f"{m['parse_fallback_rate']:.1%}" if "parse_fallback_rate" in m else "–"
-                rows.append({"dataset": dataset, "method": method, "structured": None if method in UNSTRUCTURED else mode,
-                             "n": s.n, "failed": s.failed, "metrics": m, "cost": c,
+                mine.append({"dataset": dataset, "method": method,
+                             "structured": None if method in UNSTRUCTURED else mode, "n": s.n, "failed": s.failed,
+                             "metrics": s.metrics, "cost": s.cost, "f1_by_id": f1_by_question(records),
                              "rtr_f1_same": sum(same) / len(same) if same else None, "rtr_n_same": len(same)})
-                print(f"| {method} | {mode if method not in UNSTRUCTURED else '–'} | {s.n} | {m.get('em', 0):.2f} "
-                      f"| {m.get('f1', 0):.2f} | {m.get('support_recall', 0):.2f} | {parsed} | {fallback} "
-                      f"| {c['llm_calls_per_q']:.1f} | {c['seconds_per_q']:.0f} | {rtr_f1} |")
+        if mine:
+            print(structured_outputs_table(dataset, mine), end="")
+        for name in missing:
+            print(f"(not run: {name})")
+        rows += mine
         for mode in modes:
             path = run_dir(out, mode, dataset, "hgot") / "results.jsonl"
             if "hgot" in methods and path.is_file():
@@ -165,7 +164,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default="musique,hotpotqa")
     ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--methods", default="retrieve-then-read,self-dc,gensco-stop,hgot,ircot,self-ask")
+    ap.add_argument("--methods", default="retrieve-then-read,ircot,self-ask,self-dc,self-dc-verb,gensco-stop,hgot")
     ap.add_argument("--modes", default="auto,off")
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--out", default="runs/bench-issue16")

@@ -34,6 +34,9 @@ def test_eval_methods_writes_its_rows_with_their_provenance(fault_server, tmp_pa
     assert about["command"].startswith("benchmarks/eval_methods.py --llm openai:fake@")
     assert about["llm"].startswith("openai:fake@") and about["limit"] == 2 and about["response_cache"] == "off"
     assert {"date", "machine", "dataset", "split", "setting"} <= about.keys()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # the commit of the hopqa that ran (+changes when hopqa/ is edited)
+        assert about["hopqa"].removesuffix("+changes") == head.stdout.strip()
     rows = {r["method"]: r for r in figures["rows"]}
     assert set(rows) == {"direct", "retrieve-then-read"}
     summary = json.loads((tmp_path / "bench" / "musique-dev-distractor" / "direct" / "summary.json").read_text())
@@ -51,6 +54,8 @@ def test_demo_choice_writes_a_row_per_candidate_and_dataset(fault_server, tmp_pa
     assert figures["about"]["datasets"] == ["musique", "hotpotqa"] and figures["about"]["setting"] == "distractor"
     assert [(r["label"], r["dataset"], r["n"]) for r in figures["rows"]] == [
         ("retrieve-then-read", "musique", 2), ("retrieve-then-read", "hotpotqa", 2)]
+    assert all(len(r["f1_by_id"]) == 2 and r["llm"] == f"openai:fake@{server.url}" for r in figures["rows"])
+    assert "| retrieve-then-read | " in done.stdout  # the table doc_tables renders from these rows
 
 
 def test_presets_labels_each_run_by_its_variant(fault_server, tmp_path):  # noqa: F811
@@ -159,6 +164,7 @@ def test_structured_outputs_writes_a_row_per_method_and_mode(fault_server, tmp_p
     assert [(r["method"], r["structured"], r["n"]) for r in figures["rows"]] == [
         ("retrieve-then-read", None, 1), ("ircot", "auto", 1), ("ircot", "off", 1)]
     assert all(r["rtr_n_same"] == 1 for r in figures["rows"]) and figures["confidence_histograms"] == []
+    assert all(len(r["f1_by_id"]) == 1 for r in figures["rows"])
 
 
 def test_retrieval_writes_each_parts_rows(tmp_path):

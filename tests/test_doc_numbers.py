@@ -131,5 +131,8 @@ def test_every_transcribed_f1_is_quoted_says_what_and_why_and_is_not_in_the_resu
         assert entry["quote"] in quoted, f"listed but no longer quoted: F1 {entry['quote']}"
         assert entry["what"] and entry["date"] and entry["why"]
         quote = numbers.F1Quote(Path("listed.md"), 1, entry["quote"])
-        assert not any(quote.matches(v) for v in numbers.derivable_f1()), \
-            f"F1 {entry['quote']} is recomputed from the results: drop it from {numbers.TRANSCRIBED.name}"
+        # an unrelated run's F1 that rounds the same is named (``coincides_with``), and must still do so
+        assert any(quote.matches(v) for v in numbers.derivable_f1()) == bool(entry.get("coincides_with")), (
+            f"F1 {entry['quote']} is recomputed from the results: drop it from {numbers.TRANSCRIBED.name}, or "
+            "name the unrelated figure it coincides with" if not entry.get("coincides_with") else
+            f"F1 {entry['quote']} no longer coincides with {entry['coincides_with']}: drop coincides_with")

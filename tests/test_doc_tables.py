@@ -191,6 +191,70 @@ def test_the_prefix_cache_memory_table_starts_from_the_loaded_model():
                          "| 8 | 13,012 | 8 | 350 | 0 | 2,238 | +378 | 2,300 | 215 |"]
 
 
+def test_the_demo_method_table_pools_each_candidate_over_its_datasets():
+    """``demo_method_table`` renders ``demo_choice.py --figures``: a row a candidate in the order
+    measured, EM / F1 per dataset, then over both with the questions pooled (weighted by n), the
+    candidate's options and LLM query in its name, "–" for a dataset it has not run; a method
+    page's rows under the same columns."""
+    tables = _doc_tables()
+
+    def row(label, method, dataset, n, em, f1, calls, secs, failed=0, options=(), llm="embedded:qwen2.5-1.5b"):
+        return {"label": label, "method": method, "options": list(options), "llm": llm, "dataset": dataset, "n": n,
+                "failed": failed, "metrics": {"em": em, "f1": f1},
+                "cost": {"llm_calls_per_q": calls, "seconds_per_q": secs}, "f1_by_id": {}}
+
+    rows = [row("rtr", "retrieve-then-read", "musique", 10, 0.0, 0.1, 1.0, 10.0),
+            row("rtr", "retrieve-then-read", "hotpotqa", 30, 0.4, 0.5, 1.0, 20.0, failed=1),
+            row("self-dc (prob)", "self-dc", "musique", 10, 0.1, 0.2, 8.0, 40.0, options=["confidence=prob"],
+                llm="embedded:qwen2.5-1.5b?logits_all=1")]
+    lines = tables.demo_method_table(rows).splitlines()
+    assert lines[0] == "| method | MuSiQue EM / F1 | HotpotQA EM / F1 | both EM / F1 | LLM calls/q | s/q | failed |"
+    assert lines[2:] == ["| retrieve-then-read | 0.00 / 0.10 | 0.40 / 0.50 | 0.30 / 0.40 | 1.0 | 18 | 1 |",
+                         "| self-dc (`confidence=prob`, `?logits_all=1`) | 0.10 / 0.20 | – | 0.10 / 0.20 | 8.0 | 40 "
+                         "| 0 |"]
+    assert tables.demo_method_table(rows, methods=("self-dc",)).splitlines()[0] == lines[0]
+    assert tables.demo_method_table(rows, methods=("self-dc",)).splitlines()[2:] == lines[3:]
+
+
+def test_the_structured_outputs_table_shows_each_method_and_mode_of_its_dataset():
+    """``structured_outputs_table`` renders ``structured_outputs.py --figures``: the dataset's rows
+    only, "–" for Retrieve-then-Read's mode and rates (no structured step), rates as percentages."""
+    tables = _doc_tables()
+
+    def row(method, structured, dataset="musique", **metrics):
+        return {"dataset": dataset, "method": method, "structured": structured, "n": 10, "failed": 0,
+                "metrics": {"em": 0.1, "f1": 0.125, "support_recall": 0.6, **metrics},
+                "cost": {"llm_calls_per_q": 3.0, "seconds_per_q": 41.4}, "f1_by_id": {}, "rtr_f1_same": 0.13,
+                "rtr_n_same": 10}
+
+    rows = [row("retrieve-then-read", None), row("ircot", "auto", parse_rate=0.895, parse_fallback_rate=0.105),
+            row("ircot", "off", dataset="hotpotqa", parse_rate=1.0, parse_fallback_rate=0.0)]
+    assert tables.structured_outputs_table("musique", rows).splitlines()[2:] == [
+        "| retrieve-then-read | – | 10 | 0.10 | 0.12 | 0.60 | – | – | 3.0 | 41 | 0.13 (10) |",
+        "| ircot | auto | 10 | 0.10 | 0.12 | 0.60 | 89.5% | 10.5% | 3.0 | 41 | 0.13 (10) |"]
+
+
+def test_a_before_after_table_names_the_commit_of_each_run():
+    """``before_after_table``: the rows of the run before the change, then after, each with the
+    commit that ran it and its date; a metric the older version did not compute is "–"."""
+    tables = _doc_tables()
+
+    def figures(commit, date, **metrics):
+        m = {"em": 0.0, "f1": 0.059, "precision": 0.04, "recall": 0.14, "support_recall": 0.7,
+             "support_precision": 0.2, "k_precision": 0.76, **metrics}
+        cost = {"llm_calls_per_q": 34.9, "prompt_tokens_per_q": 47917.7, "retrieval_calls_per_q": 6.0,
+                "seconds_per_q": 87.94}
+        return {"about": {"hopqa": commit, "date": date}, "rows": [{"method": "hgot", "metrics": m, "cost": cost}]}
+
+    lines = tables.before_after_table("x", {"before": figures("abc1234", "2026-12-07"),
+                                            "after": figures("def5678", "2026-12-08", support_f1=0.25)}).splitlines()
+    assert lines[2:] == [
+        "| hgot, before | `abc1234` | 2026-12-07 | 0.000 | 0.059 | 0.04 / 0.14 | 0.70 / 0.20 / – | 0.76 | 34.9 | 1,373 | 6.0 "
+        "| 87.9 |",
+        "| hgot, after | `def5678` | 2026-12-08 | 0.000 | 0.059 | 0.04 / 0.14 | 0.70 / 0.20 / 0.25 | 0.76 | 34.9 | 1,373 | 6.0 "
+        "| 87.9 |"]
+
+
 def test_the_overhead_history_gives_each_harness_its_range_over_the_runs(tmp_path, monkeypatch):
     """``overhead-history``: a row per harness in the order of the runs, each figure's range over
     the runs (one value where they agree to its precision), no cache column for a harness without."""
