@@ -63,7 +63,8 @@ def main() -> None:
     names = [m for m in args.methods.split(",") if m]
     plain = [m for m in names if m not in per_method]
     t0 = time.time()
-    base_cmd = [sys.executable, "-m", "hopqa.cli", "eval", "--dataset", args.dataset, "--split", args.split,
+    # -P: the hopqa this script imports (PYTHONPATH's worktree, or the installed one), never one in the cwd
+    base_cmd = [sys.executable, "-P", "-m", "hopqa.cli", "eval", "--dataset", args.dataset, "--split", args.split,
                 "--setting", args.setting, "--limit", str(args.limit), "--llm", args.llm,
                 "--out", args.out, "--no-progress", *([] if args.cache else ["--no-cache"])]
     groups = ([plain] if plain else []) + [[m] for m in names if m in per_method]

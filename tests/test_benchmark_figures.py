@@ -45,6 +45,20 @@ def test_eval_methods_writes_its_rows_with_their_provenance(fault_server, tmp_pa
     assert not list(tmp_path.glob("*.tmp"))  # written whole, then renamed
 
 
+def test_eval_methods_runs_the_hopqa_it_names_not_one_in_the_cwd(fault_server, tmp_path):  # noqa: F811
+    """The figures name the commit of the hopqa the script imports (``PYTHONPATH`` first: a git
+    worktree of an older commit); the runs must be that hopqa's too, not a ``hopqa/`` that happens
+    to sit in the working directory (``python -m`` puts the cwd first unless ``-P``)."""
+    server = fault_server()
+    decoy = tmp_path / "hopqa"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the hopqa in the cwd was imported')\n")
+    done = _run("eval_methods.py", "--llm", f"openai:fake@{server.url}", "--limit", "1", "--methods", "direct",
+                "--out", str(tmp_path / "bench"), "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "f.json").read_text())["rows"][0]["n"] == 1
+
+
 def test_demo_choice_writes_a_row_per_candidate_and_dataset(fault_server, tmp_path):  # noqa: F811
     server = fault_server()
     done = _run("demo_choice.py", "--llm", f"openai:fake@{server.url}", "--limit", "2", "--only",
