@@ -29,9 +29,7 @@ from pathlib import Path
 
 # benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
 from doc_tables import demo_method_table
-from figures import about, f1_by_question, write_figures
-
-from hopqa.evaluation.runner import read_results, summarize
+from figures import about, summary_row, write_figures
 
 #: (label, method, LLM spec suffix, --set options), cheapest first. Self-DC's 'prob' confidence
 #: needs token log-probabilities (logits_all); HGOT runs with the benchmark's cheap settings.
@@ -83,11 +81,8 @@ def table(args: argparse.Namespace) -> None:
             path = Path(args.out) / _slug(label) / f"{dataset}-dev-{args.setting}" / method / "results.jsonl"
             if not path.is_file():
                 continue
-            records = read_results(path)
-            s = summarize(list(records.values()), path.parent)
             rows.append({"label": label, "method": method, "options": sets, "llm": args.llm + suffix,
-                         "dataset": dataset, "n": s.n, "failed": s.failed, "metrics": s.metrics, "cost": s.cost,
-                         "f1_by_id": f1_by_question(records)})
+                         "dataset": dataset, **summary_row(path)[1]})
     if rows:
         print(demo_method_table(rows), end="")
     target = write_figures(args.figures or Path(args.out) / "figures.json",

@@ -570,6 +570,7 @@ def prefix_share_table(rows: list[dict[str, Any]] | None = None) -> str:
                   ([r["run"], r["llm"] or "–", str(r["n"]), f"{r['calls_per_q']:.1f}", f"{r['chars_per_q']:,.0f}",
                     f"{r['previous']:.0%}", f"{r['earlier']:.0%}"] for r in rows))
 
+
 def prefix_cache_memory_table(data: dict[str, Any] | None = None) -> str:
     """docs/llm-backends.md: ``benchmarks/prefix_cache_memory.py --figures``
     (``docs/results/prefix-cache-memory.json``, or ``data`` as that script wrote it): the model
@@ -586,23 +587,25 @@ def prefix_cache_memory_table(data: dict[str, Any] | None = None) -> str:
                       str(r["evictions"]), f"{r['rss_mb']:,.0f}", f"{r['rss_over_loaded_mb']:+,.0f}",
                       f"{r['peak_rss_mb']:,.0f}", f"{r['seconds']:.0f}"] for r in data["rows"]])
 
+
 #: The columns of ``benchmarks/tree_of_reviews.py``'s table (the paper's Tables 1, 2 and 5).
 TREE_OF_REVIEWS_COLUMNS = ("method", "n", "EM", "F1", "Recall@15", "#API", "#Doc", "#Doc/#API", "#Evidence", "parsed",
                            "parse fallback", "s/q")
+
+
+def _dash(metrics: dict[str, Any], key: str, form: str = "{:.2f}") -> str:
+    """``metrics[key]`` formatted with ``form``, or "–" where the run has no such figure."""
+    return form.format(metrics[key]) if metrics.get(key) is not None else "–"
 
 
 def _tree_of_reviews_cells(row: dict[str, Any]) -> list[str]:
     """A row of ``benchmarks/tree_of_reviews.py --figures`` as its table's cells, "–" where the
     method has no such figure."""
     m, c = row["metrics"], row["cost"]
-
-    def cell(key: str, form: str) -> str:
-        return form.format(m[key]) if m.get(key) is not None else "–"
-
     return [row["method"], str(row["n"]), f"{m.get('em', 0):.2f}", f"{m.get('f1', 0):.2f}",
-            cell("support_recall", "{:.2f}"), f"{c['llm_calls_per_q']:.1f}", cell("docs_reviewed", "{:.1f}"),
-            cell("docs_per_call", "{:.1%}"), cell("evidence", "{:.1f}"), cell("parse_rate", "{:.1%}"),
-            cell("parse_fallback_rate", "{:.1%}"), f"{c['seconds_per_q']:.0f}"]
+            _dash(m, "support_recall"), f"{c['llm_calls_per_q']:.1f}", _dash(m, "docs_reviewed", "{:.1f}"),
+            _dash(m, "docs_per_call", "{:.1%}"), _dash(m, "evidence", "{:.1f}"), _dash(m, "parse_rate", "{:.1%}"),
+            _dash(m, "parse_fallback_rate", "{:.1%}"), f"{c['seconds_per_q']:.0f}"]
 
 
 def _tree_of_reviews_rows(dataset: str, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -642,6 +645,11 @@ def _demo_method_label(row: dict[str, Any]) -> str:
     return row["method"] + (" (" + ", ".join(f"`{x}`" for x in extras) + ")" if extras else "")
 
 
+def _pooled(runs: list[dict[str, Any]], get: Callable[[dict[str, Any]], float]) -> float:
+    """A per-question figure over several runs' questions pooled: each run's weighted by its ``n``."""
+    return sum(get(r) * r["n"] for r in runs) / sum(r["n"] for r in runs)
+
+
 def demo_method_rows(rows: list[dict[str, Any]] | None = None,
                      methods: tuple[str, ...] | None = None) -> list[dict[str, str]]:
     """Each candidate of ``benchmarks/demo_choice.py --figures`` (``docs/results/demo-method.json``,
@@ -654,21 +662,18 @@ def demo_method_rows(rows: list[dict[str, Any]] | None = None,
     out = []
     for label in dict.fromkeys(r["label"] for r in rows if methods is None or r["method"] in methods):
         mine = {r["dataset"]: r for r in rows if r["label"] == label}
-        n = sum(r["n"] for r in mine.values())
-
-        def pooled(get: Callable[[dict[str, Any]], float], mine: dict[str, dict[str, Any]] = mine, n: int = n) -> float:
-            return sum(get(r) * r["n"] for r in mine.values()) / n
-
+        runs = list(mine.values())
         cells = {"method": _demo_method_label(next(iter(mine.values())))}
         for d in datasets:
             r = mine.get(d)
             cells[f"{DATASET_NAMES.get(d, d)} EM / F1"] = (
                 f"{r['metrics'].get('em', 0):.2f} / {r['metrics'].get('f1', 0):.2f}" if r else "–")
-        em, f1 = pooled(lambda r: r["metrics"].get("em", 0)), pooled(lambda r: r["metrics"].get("f1", 0))
+        em = _pooled(runs, lambda r: r["metrics"].get("em", 0))
+        f1 = _pooled(runs, lambda r: r["metrics"].get("f1", 0))
         cells[("both" if len(datasets) == 2 else "all") + " EM / F1"] = f"{em:.2f} / {f1:.2f}"
-        cells["LLM calls/q"] = f"{pooled(lambda r: r['cost']['llm_calls_per_q']):.1f}"
-        cells["s/q"] = f"{pooled(lambda r: r['cost']['seconds_per_q']):.0f}"
-        cells["failed"] = str(sum(r["failed"] for r in mine.values()))
+        cells["LLM calls/q"] = f"{_pooled(runs, lambda r: r['cost']['llm_calls_per_q']):.1f}"
+        cells["s/q"] = f"{_pooled(runs, lambda r: r['cost']['seconds_per_q']):.0f}"
+        cells["failed"] = str(sum(r["failed"] for r in runs))
         out.append(cells)
     return out
 
@@ -696,13 +701,10 @@ def _structured_cells(row: dict[str, Any]) -> list[str]:
     """A row of ``benchmarks/structured_outputs.py --figures`` as its table's cells, "–" where the
     method has no such figure (Retrieve-then-Read has no structured step, nothing to parse)."""
     m, c = row["metrics"], row["cost"]
-
-    def rate(key: str) -> str:
-        return f"{m[key]:.1%}" if m.get(key) is not None else "–"
-
     same = f"{row['rtr_f1_same']:.2f} ({row['rtr_n_same']})" if row.get("rtr_f1_same") is not None else "–"
     return [row["method"], row["structured"] or "–", str(row["n"]), f"{m.get('em', 0):.2f}", f"{m.get('f1', 0):.2f}",
-            f"{m.get('support_recall', 0):.2f}", rate("parse_rate"), rate("parse_fallback_rate"),
+            f"{m.get('support_recall', 0):.2f}", _dash(m, "parse_rate", "{:.1%}"),
+            _dash(m, "parse_fallback_rate", "{:.1%}"),
             f"{c['llm_calls_per_q']:.1f}", f"{c['seconds_per_q']:.0f}", same]
 
 
@@ -815,19 +817,16 @@ def before_after_table(name: str, files: dict[str, dict[str, Any]] | None = None
     lines = ["| method, run | hopqa | measured | EM | F1 | tok. P / R | support R / P / F1 | K-prec | calls/q "
              "| prompt tok/call | retrievals/q | s/q |", "|" + "---|" * 12]
 
-    def fig(m: dict[str, Any], key: str, form: str = "{:.2f}") -> str:
-        return form.format(m[key]) if m.get(key) is not None else "–"
-
     for when in ("before", "after"):
         about = files[when]["about"]
         for row in files[when]["rows"]:
             m, c = row["metrics"], row["cost"]
             per_call = c["prompt_tokens_per_q"] / c["llm_calls_per_q"] if c["llm_calls_per_q"] else 0.0
             lines.append(f"| {row['method']}, {when} | `{about.get('hopqa', '?')}` | {about['date']} "
-                         f"| {fig(m, 'em', '{:.3f}')} | {fig(m, 'f1', '{:.3f}')} "
-                         f"| {fig(m, 'precision')} / {fig(m, 'recall')} "
-                         f"| {fig(m, 'support_recall')} / {fig(m, 'support_precision')} / {fig(m, 'support_f1')} "
-                         f"| {fig(m, 'k_precision')} | {c['llm_calls_per_q']:.1f} | {per_call:,.0f} "
+                         f"| {_dash(m, 'em', '{:.3f}')} | {_dash(m, 'f1', '{:.3f}')} "
+                         f"| {_dash(m, 'precision')} / {_dash(m, 'recall')} "
+                         f"| {_dash(m, 'support_recall')} / {_dash(m, 'support_precision')} / {_dash(m, 'support_f1')} "
+                         f"| {_dash(m, 'k_precision')} | {c['llm_calls_per_q']:.1f} | {per_call:,.0f} "
                          f"| {c['retrieval_calls_per_q']:.1f} | {c['seconds_per_q']:.1f} |")
     return "\n".join(lines) + "\n"
 

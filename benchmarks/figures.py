@@ -69,6 +69,18 @@ def f1_by_question(records: dict[str, dict[str, Any]]) -> dict[str, float]:
     return {qid: float((r.get("metrics") or {}).get("f1", 0.0)) for qid, r in records.items()}
 
 
+def summary_row(path: str | Path) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """A run's records (``results.jsonl`` at ``path``) and the figures a benchmark stores of it:
+    ``n``, ``failed``, ``metrics`` and ``cost`` as ``hopqa eval``'s summary has them, and its F1 by
+    question id (``f1_by_question``)."""
+    from hopqa.evaluation.runner import read_results, summarize
+
+    records = read_results(Path(path))
+    s = summarize(list(records.values()), Path(path).parent)
+    return records, {"n": s.n, "failed": s.failed, "metrics": s.metrics, "cost": s.cost,
+                     "f1_by_id": f1_by_question(records)}
+
+
 def write_figures(path: str | Path, about: dict[str, Any], **data: Any) -> Path:
     """Write ``{"about": about, **data}`` to ``path`` atomically; the path written."""
     target = Path(path)

@@ -39,9 +39,9 @@ from pathlib import Path
 
 # benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
 from doc_tables import structured_outputs_table
-from figures import about, f1_by_question, write_figures
+from figures import about, summary_row, write_figures
 
-from hopqa.evaluation.runner import read_results, summarize
+from hopqa.evaluation.runner import read_results
 
 #: Options per method (beyond ``structured``), as ``--set`` values.
 METHOD_OPTIONS: dict[str, list[str]] = {
@@ -127,12 +127,10 @@ def report(args: argparse.Namespace, datasets: list[str], modes: list[str], meth
                 if not path.is_file():
                     missing.append(f"{method} ({'–' if method in UNSTRUCTURED else mode})")
                     continue
-                records = read_results(path)
-                s = summarize(list(records.values()), path.parent)
+                records, figures = summary_row(path)
                 same = [rtr[i]["metrics"].get("f1", 0.0) for i in records if i in rtr]
                 mine.append({"dataset": dataset, "method": method,
-                             "structured": None if method in UNSTRUCTURED else mode, "n": s.n, "failed": s.failed,
-                             "metrics": s.metrics, "cost": s.cost, "f1_by_id": f1_by_question(records),
+                             "structured": None if method in UNSTRUCTURED else mode, **figures,
                              "rtr_f1_same": sum(same) / len(same) if same else None, "rtr_n_same": len(same)})
         if mine:
             print(structured_outputs_table(dataset, mine), end="")

@@ -42,9 +42,7 @@ from pathlib import Path
 
 # benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
 from doc_tables import tree_of_reviews_table
-from figures import about, f1_by_question, write_figures
-
-from hopqa.evaluation.runner import read_results, summarize
+from figures import about, summary_row, write_figures
 
 
 def run(args: argparse.Namespace, dataset: str, method: str, limit: int) -> None:
@@ -70,10 +68,7 @@ def report(args: argparse.Namespace, datasets: list[str], methods: list[str]) ->
             if not path.is_file():
                 missing.append(method)
                 continue
-            records = read_results(path)
-            s = summarize(list(records.values()), path.parent)
-            mine.append({"dataset": dataset, "method": method, "n": s.n, "failed": s.failed, "metrics": s.metrics,
-                         "cost": s.cost, "f1_by_id": f1_by_question(records)})
+            mine.append({"dataset": dataset, "method": method, **summary_row(path)[1]})
         if mine:
             print(tree_of_reviews_table(dataset, mine), end="")
         for method in missing:
