@@ -708,13 +708,51 @@ def _structured_cells(row: dict[str, Any]) -> list[str]:
             f"{c['llm_calls_per_q']:.1f}", f"{c['seconds_per_q']:.0f}", same]
 
 
+def structured_outputs_datasets() -> list[str]:
+    """The datasets measured by ``benchmarks/structured_outputs.py --figures`` (a file a dataset,
+    ``docs/results/structured-outputs-DATASET.json``: each dataset is a run of hours of its own):
+    each has its ``structured-outputs-DATASET`` table."""
+    return sorted(p.stem.removeprefix("structured-outputs-")
+                  for p in (DOCS / "results").glob("structured-outputs-*.json"))
+
+
+def structured_outputs_rows(dataset: str, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The rows of ``dataset`` in ``docs/results/structured-outputs-DATASET.json`` (or in ``rows``)."""
+    rows = rows if rows is not None else _figure_rows(f"structured-outputs-{dataset}")
+    mine = [r for r in rows if r["dataset"] == dataset]
+    if not mine:
+        raise KeyError(f"no {dataset} rows in the structured-outputs figures")
+    return mine
+
+
 def structured_outputs_table(dataset: str, rows: list[dict[str, Any]] | None = None) -> str:
     """docs/benchmarks/structured-outputs.md: ``benchmarks/structured_outputs.py --figures``
-    (``docs/results/structured-outputs.json``, or ``rows`` as that script measured them), the rows
-    of ``dataset``: per method and mode (``structured=auto`` / ``off``) its answers, parse and
-    fallback rates, cost, and Retrieve-then-Read's F1 on the same questions."""
-    rows = rows if rows is not None else _figure_rows("structured-outputs")
-    return _table(list(STRUCTURED_COLUMNS), (_structured_cells(r) for r in rows if r["dataset"] == dataset))
+    (``docs/results/structured-outputs-DATASET.json``, or ``rows`` as that script measured them),
+    the rows of ``dataset``: per method and mode (``structured=auto`` / ``off``) its answers, parse
+    and fallback rates, cost, and Retrieve-then-Read's F1 on the same questions."""
+    return _table(list(STRUCTURED_COLUMNS), map(_structured_cells, structured_outputs_rows(dataset, rows)))
+
+
+def structured_outputs_row(dataset: str, method: str, mode: str | None = None) -> dict[str, str]:
+    """``method``'s row (in ``mode``: ``auto`` / ``off``, none for Retrieve-then-Read) of the
+    structured-outputs table of ``dataset``, by column."""
+    row = next(r for r in structured_outputs_rows(dataset) if r["method"] == method and r["structured"] == mode)
+    return dict(zip(STRUCTURED_COLUMNS, _structured_cells(row), strict=True))
+
+
+def structured_confidences_table(dataset: str, histograms: list[dict[str, Any]] | None = None) -> str:
+    """docs/benchmarks/structured-outputs.md: the Self-DC confidences of
+    ``benchmarks/structured_outputs.py --figures`` (its ``confidence_histograms``, or
+    ``histograms``) of ``dataset``, a row per variant and mode: how many confidence calls, and
+    how many fell in each tenth (0.9 holds 1.0)."""
+    if histograms is None:
+        path = DOCS / "results" / f"structured-outputs-{dataset}.json"
+        histograms = json.loads(path.read_text(encoding="utf-8")).get("confidence_histograms", [])
+    mine = [h for h in histograms if h["dataset"] == dataset]
+    if not mine:
+        raise KeyError(f"no {dataset} confidence histograms in the structured-outputs figures")
+    return _table(["method", "structured", "values", *(f"{k / 10:.1f}" for k in range(10))],
+                  ([h["method"], h["structured"], str(sum(h["bins"])), *map(str, h["bins"])] for h in mine))
 
 
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
@@ -954,7 +992,8 @@ def retrieve_then_read_figures() -> str:
         f"EM / F1: MuSiQue {demo['MuSiQue EM / F1']}, HotpotQA {demo['HotpotQA EM / F1']}, both {demo['both EM / F1']}; "
         f"{demo['s/q']} s/q", "[demo method](../benchmarks/demo-method.md)")
     for dataset, name in (("MuSiQue", "musique"), ("HotpotQA", "hotpotqa")):
-        r = recorded_row(f"recorded-structured-{name}", rtr)
+        r = (structured_outputs_row(name, rtr) if name in structured_outputs_datasets()
+             else recorded_row(f"recorded-structured-{name}", rtr))
         add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}, {r['s/q']} s/q",
             "[structured outputs](../benchmarks/structured-outputs.md)")
     for dataset, name in (("2WikiMultihopQA", "2wikimultihopqa"), ("MuSiQue", "musique")):
@@ -1011,6 +1050,10 @@ TABLES: dict[str, Callable[[], str]] = {
     "leapquery-rerankers": leapquery_rerankers_table,
     **{f"tree-of-reviews-{dataset}": (lambda dataset=dataset: tree_of_reviews_table(dataset))
        for dataset in tree_of_reviews_datasets()},
+    **{f"structured-outputs-{dataset}": (lambda dataset=dataset: structured_outputs_table(dataset))
+       for dataset in structured_outputs_datasets()},
+    **{f"structured-confidences-{dataset}": (lambda dataset=dataset: structured_confidences_table(dataset))
+       for dataset in structured_outputs_datasets()},
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))

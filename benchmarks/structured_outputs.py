@@ -22,7 +22,9 @@ then the Self-DC confidence histogram (tenths) per mode. ``--figures`` (default
 ``OUT/figures.json``) writes the rows (each run's ``summarize`` metrics and cost, its F1 by
 question id, Retrieve-then-Read's F1 on the same questions) and the confidence histograms as
 JSON with the date, machine, model and command (``benchmarks/figures.py``), for
-``benchmarks/doc_tables.py`` to render the docs' tables from.
+``benchmarks/doc_tables.py`` to render the docs' tables from: the docs keep one file a dataset,
+``docs/results/structured-outputs-DATASET.json``, written by ``--datasets DATASET --figures``
+(each dataset is hours of runs of its own).
 """
 
 from __future__ import annotations

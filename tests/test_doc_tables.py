@@ -234,6 +234,37 @@ def test_the_structured_outputs_table_shows_each_method_and_mode_of_its_dataset(
         "| ircot | auto | 10 | 0.10 | 0.12 | 0.60 | 89.5% | 10.5% | 3.0 | 41 | 0.13 (10) |"]
 
 
+def test_the_structured_outputs_tables_come_a_file_a_dataset(tmp_path, monkeypatch):
+    """``structured-outputs-DATASET`` is registered for each ``structured-outputs-DATASET.json``
+    (each dataset is a run of hours, written by its own ``--figures``); a row is found by method
+    and mode, and a file without rows of its dataset is an error, not an empty table."""
+    tables = _doc_tables()
+    (tmp_path / "results").mkdir()
+    monkeypatch.setattr(tables, "DOCS", tmp_path)
+    assert tables.structured_outputs_datasets() == []
+
+    def row(method, structured, f1):
+        return {"dataset": "musique", "method": method, "structured": structured, "n": 10, "failed": 0,
+                "metrics": {"em": 0.0, "f1": f1, "support_recall": 0.5}, "cost": {"llm_calls_per_q": 3.0,
+                "seconds_per_q": 40.0}, "f1_by_id": {}, "rtr_f1_same": 0.2, "rtr_n_same": 10}
+
+    rows = [row("retrieve-then-read", None, 0.2), row("ircot", "auto", 0.3), row("ircot", "off", 0.4)]
+    (tmp_path / "results" / "structured-outputs-musique.json").write_text(json.dumps({"about": {}, "rows": rows}))
+    (tmp_path / "results" / "structured-outputs-hotpotqa.json").write_text(json.dumps({"about": {}, "rows": rows}))
+    assert tables.structured_outputs_datasets() == ["hotpotqa", "musique"]
+    assert len(tables.structured_outputs_table("musique").splitlines()) == 5
+    assert tables.structured_outputs_row("musique", "ircot", "off")["F1"] == "0.40"
+    assert tables.structured_outputs_row("musique", "retrieve-then-read")["structured"] == "–"
+    with pytest.raises(KeyError, match="no hotpotqa rows"):
+        tables.structured_outputs_table("hotpotqa")
+    histograms = [{"dataset": "musique", "method": "self-dc", "structured": "auto", "bins": [0, 1, 3, 3, 4, 8, 3, 2, 1, 0]},
+                  {"dataset": "hotpotqa", "method": "self-dc", "structured": "off", "bins": [1] * 10}]
+    assert tables.structured_confidences_table("musique", histograms).splitlines()[2:] == [
+        "| self-dc | auto | 25 | 0 | 1 | 3 | 3 | 4 | 8 | 3 | 2 | 1 | 0 |"]
+    with pytest.raises(KeyError, match="no musique confidence histograms"):
+        tables.structured_confidences_table("musique")
+
+
 def test_a_before_after_table_names_the_commit_of_each_run():
     """``before_after_table``: the rows of the run before the change, then after, each with the
     commit that ran it and its date; a metric the older version did not compute is "–"."""
