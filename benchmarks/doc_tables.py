@@ -740,6 +740,24 @@ def structured_outputs_row(dataset: str, method: str, mode: str | None = None) -
     return dict(zip(STRUCTURED_COLUMNS, _structured_cells(row), strict=True))
 
 
+#: The method pages that show their structured-outputs rows (``structured-outputs-PAGE``): the
+#: methods of each, beside Retrieve-then-Read's.
+STRUCTURED_PAGES: dict[str, tuple[str, ...]] = {
+    "ircot": ("retrieve-then-read", "ircot"), "self-ask": ("retrieve-then-read", "self-ask"),
+    "self-dc": ("retrieve-then-read", "self-dc", "self-dc-verb"), "gensco": ("retrieve-then-read", "gensco-stop"),
+    "hgot": ("retrieve-then-read", "hgot")}
+
+
+def structured_outputs_page_table(methods: tuple[str, ...], files: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """A method page's structured-outputs rows: those of ``methods`` on every dataset measured
+    (``docs/results/structured-outputs-DATASET.json``, or ``files`` by dataset), a dataset column
+    first."""
+    files = files if files is not None else {d: structured_outputs_rows(d) for d in structured_outputs_datasets()}
+    return _table(["dataset", *STRUCTURED_COLUMNS],
+                  ([DATASET_NAMES.get(d, d), *_structured_cells(r)] for d, rows in files.items()
+                   for r in structured_outputs_rows(d, rows) if r["method"] in methods))
+
+
 def structured_confidences_table(dataset: str, histograms: list[dict[str, Any]] | None = None) -> str:
     """docs/benchmarks/structured-outputs.md: the Self-DC confidences of
     ``benchmarks/structured_outputs.py --figures`` (its ``confidence_histograms``, or
@@ -753,6 +771,24 @@ def structured_confidences_table(dataset: str, histograms: list[dict[str, Any]] 
         raise KeyError(f"no {dataset} confidence histograms in the structured-outputs figures")
     return _table(["method", "structured", "values", *(f"{k / 10:.1f}" for k in range(10))],
                   ([h["method"], h["structured"], str(sum(h["bins"])), *map(str, h["bins"])] for h in mine))
+
+
+def gensco_answer_datasets() -> list[str]:
+    """The datasets ``benchmarks/gensco_answer.py --figures`` measured (a file a dataset,
+    ``docs/results/gensco-answer-DATASET.json``): each has its ``gensco-answer-DATASET`` table."""
+    return sorted(p.stem.removeprefix("gensco-answer-") for p in (DOCS / "results").glob("gensco-answer-*.json"))
+
+
+def gensco_answer_table(rows: list[dict[str, Any]] | None = None, dataset: str | None = None) -> str:
+    """docs/benchmarks/structured-outputs.md: GenSco's answers re-asked with ``answer=short`` on
+    the passages its stored walks selected (``benchmarks/gensco_answer.py --figures``,
+    ``docs/results/gensco-answer-DATASET.json``, or ``rows`` as that script measured them): per
+    dataset and mode EM and F1 of the stored (Table 6) answers and of the short ones."""
+    rows = rows if rows is not None else _figure_rows(f"gensco-answer-{dataset}")
+    return _table(["dataset", "structured", "n", "EM paper", "F1 paper", "EM short", "F1 short"],
+                  ([DATASET_NAMES.get(r["dataset"], r["dataset"]), r["structured"], str(r["n"]),
+                    f"{r['paper']['em']:.2f}", f"{r['paper']['f1']:.2f}", f"{r['short']['em']:.2f}",
+                    f"{r['short']['f1']:.2f}"] for r in rows))
 
 
 #: The metrics of a row of ``benchmarks/leapquery.py``'s table, in the order of its columns.
@@ -1054,6 +1090,10 @@ TABLES: dict[str, Callable[[], str]] = {
        for dataset in structured_outputs_datasets()},
     **{f"structured-confidences-{dataset}": (lambda dataset=dataset: structured_confidences_table(dataset))
        for dataset in structured_outputs_datasets()},
+    **{f"gensco-answer-{dataset}": (lambda dataset=dataset: gensco_answer_table(dataset=dataset))
+       for dataset in gensco_answer_datasets()},
+    **({f"structured-outputs-{page}": (lambda methods=methods: structured_outputs_page_table(methods))
+        for page, methods in STRUCTURED_PAGES.items()} if structured_outputs_datasets() else {}),
     "calibrate-self-dc": calibration_table,
     "every-method": every_method_table,
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))

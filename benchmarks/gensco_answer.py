@@ -13,7 +13,11 @@ with the evaluation's metrics. One model process; the re-asked answers are appen
 ``RUNS/gensco-answer/<mode>-<dataset>.jsonl`` as they come, so a stopped run resumes.
 
 Prints, per (dataset, mode): questions, EM and F1 of the stored (``paper``) answers and of the
-``short`` ones, and each answer that changed.
+``short`` ones (``doc_tables.gensco_answer_table``), and each answer that changed. ``--figures
+FILE`` writes those rows (with each answer's F1 by question id) as JSON with the date, machine,
+model and command (``benchmarks/figures.py``); the docs keep one file a dataset,
+``docs/results/gensco-answer-DATASET.json`` (``--datasets DATASET``), for
+``benchmarks/doc_tables.py`` to render the table of the structured-outputs page from.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ import platform
 import sys
 import time
 from pathlib import Path
+
+# benchmarks/figures.py and doc_tables.py (the script's folder is on sys.path)
+from doc_tables import gensco_answer_table
+from figures import about, write_figures
 
 from hopqa.build import build_method, load_model
 from hopqa.datasets import load_dataset
@@ -68,21 +76,21 @@ def reask(args: argparse.Namespace, llm, mode: str, dataset: str) -> Path:
     return out
 
 
-def report(path: Path, mode: str, dataset: str) -> None:
+def summary(path: Path, mode: str, dataset: str) -> dict | None:
+    """The row of one (dataset, mode): questions, EM and F1 of the stored (``paper``) and the
+    ``short`` answers, each answer's F1 by question id, and the answers that changed; None
+    before any was re-asked."""
     rows = [json.loads(line) for line in path.open()] if path.exists() else []
     if not rows:
-        print(f"{dataset} {mode}: nothing measured yet")
-        return
-    n = len(rows)
-
-    def mean(metric, key: str) -> float:
-        return sum(metric(r[key], r["gold"]) for r in rows) / n
-
-    print(f"| {dataset} | {mode} | {n} | {mean(exact_match, 'paper'):.2f} | {mean(token_f1, 'paper'):.2f} | "
-          f"{mean(exact_match, 'short'):.2f} | {mean(token_f1, 'short'):.2f} |")
-    for r in rows:
-        if r["paper"] != r["short"]:
-            print(f"    {r['id']}: {r['paper'][:90]!r} -> {r['short'][:90]!r} (gold {r['gold'][0]!r})")
+        return None
+    row: dict = {"dataset": dataset, "structured": mode, "n": len(rows)}
+    for key in ("paper", "short"):
+        row[key] = {"em": sum(exact_match(r[key], r["gold"]) for r in rows) / len(rows),
+                    "f1": sum(token_f1(r[key], r["gold"]) for r in rows) / len(rows)}
+        row[f"f1_by_id_{key}"] = {r["id"]: token_f1(r[key], r["gold"]) for r in rows}
+    row["changed"] = [{"id": r["id"], "paper": r["paper"], "short": r["short"], "gold": r["gold"][0]}
+                      for r in rows if r["paper"] != r["short"]]
+    return row
 
 
 def main() -> None:
@@ -92,6 +100,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="musique,hotpotqa")
     ap.add_argument("--llm", default="embedded:qwen2.5-1.5b")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--figures", help="where the rows go as JSON (default: not written)")
     args = ap.parse_args()
     pairs = [(m, d) for d in args.datasets.split(",") for m in args.modes.split(",")]
     missing = [stored_run(Path(args.runs), m, d) for m, d in pairs
@@ -105,10 +114,21 @@ def main() -> None:
             reask(args, llm, mode, dataset)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; gensco-stop's stored selections, the answer re-asked with answer=short")
-    print("| dataset | structured | n | EM paper | F1 paper | EM short | F1 short |")
-    print("|---|---|---|---|---|---|---|")
+    rows = [row for mode, dataset in pairs
+            if (row := summary(Path(args.runs) / "gensco-answer" / f"{mode}-{dataset}.jsonl", mode, dataset))]
     for mode, dataset in pairs:
-        report(Path(args.runs) / "gensco-answer" / f"{mode}-{dataset}.jsonl", mode, dataset)
+        if not any(r["structured"] == mode and r["dataset"] == dataset for r in rows):
+            print(f"{dataset} {mode}: nothing measured yet")
+    if rows:
+        print(gensco_answer_table(rows), end="")
+    for row in rows:
+        for c in row["changed"]:
+            print(f"    {row['dataset']} {row['structured']} {c['id']}: {c['paper'][:90]!r} -> {c['short'][:90]!r} "
+                  f"(gold {c['gold']!r})")
+    if args.figures:
+        target = write_figures(args.figures, about(llm=args.llm, runs=args.runs, datasets=args.datasets.split(","),
+                                                   setting="distractor"), rows=rows)
+        print(f"figures: {target}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -181,6 +181,28 @@ def test_structured_outputs_writes_a_row_per_method_and_mode(fault_server, tmp_p
     assert all(len(r["f1_by_id"]) == 1 for r in figures["rows"])
 
 
+def test_gensco_answer_writes_its_rows_from_the_reasked_answers(tmp_path):
+    """``benchmarks/gensco_answer.py --report-only --figures``: a row per dataset and mode from the
+    answers already re-asked (no model), EM / F1 of the stored and the short answers, each by
+    question id, and the answers that changed."""
+    runs = tmp_path / "runs"
+    (runs / "auto" / "musique-dev-distractor" / "gensco-stop").mkdir(parents=True)
+    (runs / "auto" / "musique-dev-distractor" / "gensco-stop" / "results.jsonl").write_text("")
+    (runs / "gensco-answer").mkdir()
+    answers = [{"id": "q1", "gold": ["Kris Benson"], "paper": "Her husband is Kris Benson", "short": "Kris Benson"},
+               {"id": "q2", "gold": ["Stanley"], "paper": "Stanley", "short": "Stanley"}]
+    (runs / "gensco-answer" / "auto-musique.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    done = _run("gensco_answer.py", "--runs", str(runs), "--modes", "auto", "--datasets", "musique", "--report-only",
+                "--figures", str(tmp_path / "f.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "| MuSiQue | auto | 2 | 0.50 | 0.79 | 1.00 | 1.00 |" in done.stdout
+    figures = json.loads((tmp_path / "f.json").read_text())
+    assert figures["about"]["command"].startswith("benchmarks/gensco_answer.py --runs")
+    [row] = figures["rows"]
+    assert row["short"] == {"em": 1.0, "f1": 1.0} and row["f1_by_id_paper"]["q2"] == 1.0
+    assert [c["id"] for c in row["changed"]] == ["q1"]
+
+
 def test_retrieval_writes_each_parts_rows(tmp_path):
     """``benchmarks/retrieval.py --figures``: the engines part on a tiny synthetic corpus (no
     model), a row per engine with its numbers, as docs/results/retrieval.json holds them."""

@@ -263,6 +263,11 @@ def test_the_structured_outputs_tables_come_a_file_a_dataset(tmp_path, monkeypat
         "| self-dc | auto | 25 | 0 | 1 | 3 | 3 | 4 | 8 | 3 | 2 | 1 | 0 |"]
     with pytest.raises(KeyError, match="no musique confidence histograms"):
         tables.structured_confidences_table("musique")
+    page = tables.structured_outputs_page_table(("retrieve-then-read", "ircot"),
+                                                {"musique": rows, "hotpotqa": [{**r, "dataset": "hotpotqa"} for r in rows]})
+    assert [line.split(" | ")[:3] for line in page.splitlines()[2:]] == [
+        ["| MuSiQue", "retrieve-then-read", "–"], ["| MuSiQue", "ircot", "auto"], ["| MuSiQue", "ircot", "off"],
+        ["| HotpotQA", "retrieve-then-read", "–"], ["| HotpotQA", "ircot", "auto"], ["| HotpotQA", "ircot", "off"]]
 
 
 def test_a_before_after_table_names_the_commit_of_each_run():
