@@ -459,9 +459,20 @@ def overhead_history_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _figures(name: str) -> dict[str, Any]:
+    """The figures file ``docs/results/NAME.json`` a benchmark wrote with ``--figures``."""
+    return json.loads((DOCS / "results" / f"{name}.json").read_text(encoding="utf-8"))
+
+
 def _figure_rows(name: str) -> list[dict[str, Any]]:
-    """The ``rows`` of the figures file ``docs/results/NAME.json`` a benchmark wrote with ``--figures``."""
-    return json.loads((DOCS / "results" / f"{name}.json").read_text(encoding="utf-8"))["rows"]
+    """The ``rows`` of the figures file ``docs/results/NAME.json``."""
+    return _figures(name)["rows"]
+
+
+def _names_after(prefix: str) -> list[str]:
+    """What follows ``prefix`` in the names of the figures files ``docs/results/PREFIX*.json``
+    (the datasets of a benchmark that keeps one file a dataset), sorted."""
+    return sorted(p.stem.removeprefix(prefix) for p in (DOCS / "results").glob(f"{prefix}*.json"))
 
 
 def call_layers_table(rows: list[dict[str, Any]] | None = None) -> str:
@@ -578,7 +589,7 @@ def prefix_cache_memory_table(data: dict[str, Any] | None = None) -> str:
     budget and evicted past it: prompts and tokens sent, the cache's entries and MiB, evictions,
     resident memory and its peak."""
     if data is None:
-        data = json.loads((DOCS / "results" / "prefix-cache-memory.json").read_text(encoding="utf-8"))
+        data = _figures("prefix-cache-memory")
     loaded = data["about"]["loaded_rss_mb"]
     return _table(["prompts", "tokens sent", "entries", "cache MiB", "evictions", "RSS MiB", "RSS − loaded",
                    "peak RSS MiB", "s"],
@@ -712,8 +723,7 @@ def structured_outputs_datasets() -> list[str]:
     """The datasets measured by ``benchmarks/structured_outputs.py --figures`` (a file a dataset,
     ``docs/results/structured-outputs-DATASET.json``: each dataset is a run of hours of its own):
     each has its ``structured-outputs-DATASET`` table."""
-    return sorted(p.stem.removeprefix("structured-outputs-")
-                  for p in (DOCS / "results").glob("structured-outputs-*.json"))
+    return _names_after("structured-outputs-")
 
 
 def structured_outputs_rows(dataset: str, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -752,7 +762,8 @@ def structured_outputs_page_table(methods: tuple[str, ...], files: dict[str, lis
     """A method page's structured-outputs rows: those of ``methods`` on every dataset measured
     (``docs/results/structured-outputs-DATASET.json``, or ``files`` by dataset), a dataset column
     first."""
-    files = files if files is not None else {d: structured_outputs_rows(d) for d in structured_outputs_datasets()}
+    files = files if files is not None else {
+        d: _figure_rows(f"structured-outputs-{d}") for d in structured_outputs_datasets()}
     return _table(["dataset", *STRUCTURED_COLUMNS],
                   ([DATASET_NAMES.get(d, d), *_structured_cells(r)] for d, rows in files.items()
                    for r in structured_outputs_rows(d, rows) if r["method"] in methods))
@@ -764,8 +775,7 @@ def structured_confidences_table(dataset: str, histograms: list[dict[str, Any]] 
     ``histograms``) of ``dataset``, a row per variant and mode: how many confidence calls, and
     how many fell in each tenth (0.9 holds 1.0)."""
     if histograms is None:
-        path = DOCS / "results" / f"structured-outputs-{dataset}.json"
-        histograms = json.loads(path.read_text(encoding="utf-8")).get("confidence_histograms", [])
+        histograms = _figures(f"structured-outputs-{dataset}").get("confidence_histograms", [])
     mine = [h for h in histograms if h["dataset"] == dataset]
     if not mine:
         raise KeyError(f"no {dataset} confidence histograms in the structured-outputs figures")
@@ -776,7 +786,7 @@ def structured_confidences_table(dataset: str, histograms: list[dict[str, Any]] 
 def gensco_answer_datasets() -> list[str]:
     """The datasets ``benchmarks/gensco_answer.py --figures`` measured (a file a dataset,
     ``docs/results/gensco-answer-DATASET.json``): each has its ``gensco-answer-DATASET`` table."""
-    return sorted(p.stem.removeprefix("gensco-answer-") for p in (DOCS / "results").glob("gensco-answer-*.json"))
+    return _names_after("gensco-answer-")
 
 
 def gensco_answer_table(rows: list[dict[str, Any]] | None = None, dataset: str | None = None) -> str:
@@ -835,7 +845,7 @@ def calibration_table() -> str:
     (``docs/results/calibrate-self-dc.json``, its ``calibration.json`` with an ``about``)."""
     from hopqa.evaluation.calibrate import markdown_table
 
-    data = json.loads((DOCS / "results" / "calibrate-self-dc.json").read_text(encoding="utf-8"))
+    data = _figures("calibrate-self-dc")
     return markdown_table(data["points"], data["metric"])
 
 
@@ -885,9 +895,7 @@ def before_after_table(name: str, files: dict[str, dict[str, Any]] | None = None
     "before" / "after"), a row per method of each: the commit that ran (``about.hopqa``), the date,
     the answer and support metrics and the cost per question ("–" for a metric that version did
     not compute)."""
-    files = files if files is not None else {
-        when: json.loads((DOCS / "results" / f"{name}-{when}.json").read_text(encoding="utf-8"))
-        for when in ("before", "after")}
+    files = files if files is not None else {when: _figures(f"{name}-{when}") for when in ("before", "after")}
     lines = ["| method, run | hopqa | measured | EM | F1 | tok. P / R | support R / P / F1 | K-prec | calls/q "
              "| prompt tok/call | retrievals/q | s/q |", "|" + "---|" * 12]
 
