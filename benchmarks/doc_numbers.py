@@ -29,9 +29,8 @@ one by its interval alone).
 An F1 the prose quotes on its own (``F1 0.196``, ``F1 of 0.38``, outside the rendered tables)
 must likewise be one of: the F1 of a run stored in ``docs/results/`` (any ``f1`` there, or the
 mean of a run's ``f1_by_id`` on all its questions or on its first 10 or 20), the mean F1 of a
-run of the 30-question MuSiQue fixture (on all, or its first 10 or 20), a figure of a table
-transcribed in ``docs/results/recorded.json``, or listed under ``f1`` in
-``docs/results/transcribed-comparisons.json`` with what it is, its date and why it cannot be
+run of the 30-question MuSiQue fixture (on all, or its first 10 or 20), or listed under ``f1``
+in ``docs/results/transcribed-comparisons.json`` with what it is, its date and why it cannot be
 recomputed. Only the F1 that follows the word is checked: in "F1 0.092 against 0.057" the
 second figure is not.
 
@@ -58,7 +57,6 @@ from typing import Any
 from doc_tables import DOCS, MARKED, MUSIQUE30, ROOT
 
 RESULTS = DOCS / "results"
-RECORDED = RESULTS / "recorded.json"
 TRANSCRIBED = RESULTS / "transcribed-comparisons.json"
 #: The per-question metrics of ``MUSIQUE30`` the intervals page compares.
 MUSIQUE30_METRICS = ("f1", "em", "support_recall")
@@ -302,10 +300,6 @@ def _f1_values(data: Any) -> Iterator[float]:
             yield from _f1_values(value)
 
 
-#: A figure in a cell of a transcribed table: ``0.13`` in "0.00 / 0.13".
-FIGURE = re.compile(r"(?<![\w.])\d\.\d+(?!\d)")
-
-
 @functools.cache
 def derivable_f1() -> list[float]:
     """Every F1 the results can give (see the module's docstring)."""
@@ -314,12 +308,8 @@ def derivable_f1() -> list[float]:
         if path == TRANSCRIBED:
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
-        if path == RECORDED:  # transcribed tables: their cells' figures
-            found += [float(x) for table in data["tables"].values() for row in table.get("rows", [])
-                      for cell in row for x in FIGURE.findall(str(cell))]
-        else:
-            found += _f1_values(data)
-            found += [m for by_id in _per_question(data) for m in _means([float(v) for v in by_id.values()])]
+        found += _f1_values(data)
+        found += [m for by_id in _per_question(data) for m in _means([float(v) for v in by_id.values()])]
     for run in json.loads(gzip.decompress(MUSIQUE30.read_bytes()))["runs"].values():
         found += _means([float((r.get("metrics") or {}).get("f1", 0.0)) for r in run["records"]])
     return sorted(set(found))

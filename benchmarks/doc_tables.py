@@ -12,14 +12,11 @@ and ``TABLES[NAME]`` renders it from stored results: the records of the runs it 
 (shipped under ``tests/fixtures/``, with their date, model and command in their ``about``), put
 through ``hopqa report`` as a user would, or the figures a benchmark wrote as JSON
 (``docs/results/``: ``benchmarks/presets.py --figures``, with the date, machine, model and
-command in its ``about``), or, for the runs that were not kept, the figures transcribed from
-their benchmark's printed output (``docs/results/recorded.json``, each table with its date,
-command, machine and model as the docs give them; ``recorded_table``, markers
-``<!-- table: recorded-… (source: docs/results/recorded.json, transcribed) -->``). ``--write``
-rewrites every table in the docs;
-without it the script prints the tables that differ and exits 1 if one does. ``--pictures``
-also draws the report's plot of the differences with their intervals into
-``docs/benchmarks/intervals-differences.png`` (``make screenshots`` does).
+command in its ``about``). No measured number is typed by hand: a run that was not kept is run
+again. ``--write`` rewrites every table in the docs; without it the script prints the tables
+that differ and exits 1 if one does. ``--pictures`` also draws the report's plot of the
+differences with their intervals into ``docs/benchmarks/intervals-differences.png`` (``make
+screenshots`` does).
 ``tests/test_doc_tables.py`` runs the check in the test suite, so a table that no longer
 matches its results (a changed statistic, a re-run, a hand edit) fails a test.
 """
@@ -982,10 +979,6 @@ def options_table(name: str) -> str:
 OPTION_TABLES = ("direct", "cot", "genread", "retrieve-then-read", "self-ask", "react", "ircot", "iter-retgen",
                  "hgot", "gensco-max", "self-dc", "leapquery", "tor", "cor")
 
-#: Figures transcribed from benchmarks' printed output whose runs were not kept.
-RECORDED = DOCS / "results" / "recorded.json"
-
-
 def _row(cells: list[str]) -> str:
     """A Markdown table row; an empty cell as ``| |``."""
     return "|" + "".join(f" {cell} |" if cell else " |" for cell in cells)
@@ -996,35 +989,10 @@ def _table(columns: list[str], rows: Iterable[list[str]]) -> str:
     return "\n".join([_row(columns), "|" + "---|" * len(columns), *map(_row, rows)]) + "\n"
 
 
-def recorded_tables() -> dict[str, Any]:
-    """The tables of ``RECORDED`` (``docs/results/recorded.json``) by name (``recorded-…``)."""
-    return _tables_of(RECORDED)
-
-
-@functools.cache
-def _tables_of(path: Path) -> dict[str, Any]:
-    """The ``tables`` of a results file, read once a path."""
-    return json.loads(path.read_text(encoding="utf-8"))["tables"]
-
-
-def recorded_table(name: str) -> str:
-    """Table ``name`` of ``docs/results/recorded.json``: its header, the ``|---|`` row and its rows,
-    each cell the string the benchmark printed (as the docs show it)."""
-    table = recorded_tables()[name]
-    return _table(table["columns"], table["rows"])
-
-
-def recorded_row(name: str, first: str) -> dict[str, str]:
-    """The row of recorded table ``name`` whose first cell starts with ``first``, by column."""
-    table = recorded_tables()[name]
-    row = next(r for r in table["rows"] if r[0].startswith(first))
-    return dict(zip(table["columns"], row, strict=True))
-
-
 def retrieve_then_read_figures() -> str:
     """docs/methods/retrieve-then-read.md: Retrieve-then-Read's figures on the embedded Qwen, one
-    row a benchmark, each from that benchmark's table (``recorded.json``, the intervals runs, the
-    presets' figures), with the page it is on."""
+    row a benchmark, each from that benchmark's figures (the structured outputs, Tree of Reviews and
+    LeapQuery benchmarks, the intervals runs, the presets), with the page it is on."""
     rtr = "retrieve-then-read"
     lines = ["| dataset, setting | n | model | figures | page |", "|---|---|---|---|---|"]
 
@@ -1036,8 +1004,7 @@ def retrieve_then_read_figures() -> str:
         f"EM / F1: MuSiQue {demo['MuSiQue EM / F1']}, HotpotQA {demo['HotpotQA EM / F1']}, both {demo['both EM / F1']}; "
         f"{demo['s/q']} s/q", "[demo method](../benchmarks/demo-method.md)")
     for dataset, name in (("MuSiQue", "musique"), ("HotpotQA", "hotpotqa")):
-        r = (structured_outputs_row(name, rtr) if name in structured_outputs_datasets()
-             else recorded_row(f"recorded-structured-{name}", rtr))
+        r = structured_outputs_row(name, rtr)
         add(f"{dataset} dev, distractor", r["n"], f"EM {r['EM']}, F1 {r['F1']}, sup. recall {r['sup. recall']}, {r['s/q']} s/q",
             "[structured outputs](../benchmarks/structured-outputs.md)")
     for dataset, name in (("2WikiMultihopQA", "2wikimultihopqa"), ("MuSiQue", "musique")):
@@ -1107,7 +1074,6 @@ TABLES: dict[str, Callable[[], str]] = {
     **{f"every-method-{page}": (lambda methods=methods: every_method_table(methods))
        for page, methods in EVERY_METHOD_PAGES.items()},
     **{name: (lambda name=name: before_after_table(name)) for name in before_after_names()},
-    **{name: (lambda name=name: recorded_table(name)) for name in recorded_tables()},
 }
 
 

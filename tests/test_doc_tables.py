@@ -149,23 +149,6 @@ def test_the_targets_tables_count_the_datasets_a_preset_is_above_its_defaults_on
     assert second["| hgot"] == "| hgot | – | | | | |"
 
 
-def test_recorded_table_renders_the_cells_as_stored(tmp_path, monkeypatch):
-    import json
-
-    tables = _doc_tables()
-    recorded = {"about": "", "tables": {"recorded-x": {
-        "about": {"date": "2026-11-26", "source": "transcribed from the printed output of x.py; runs not kept"},
-        "columns": ["", "s / q", "speed-up"],
-        "rows": [["before (7026ae7)", "12.4", "0.91×"], ["**now**", "3,384 MB", ""]]}}}
-    (tmp_path / "recorded.json").write_text(json.dumps(recorded), encoding="utf-8")
-    monkeypatch.setattr(tables, "RECORDED", tmp_path / "recorded.json")
-    assert tables.recorded_table("recorded-x") == (
-        "| | s / q | speed-up |\n"
-        "|---|---|---|\n"
-        "| before (7026ae7) | 12.4 | 0.91× |\n"
-        "| **now** | 3,384 MB | |\n")
-
-
 def test_the_embedded_models_batching_tables_compute_their_ratios_from_the_rows():
     """``decode_batch_table`` and ``batched_samples_table`` render what their scripts stored: per
     token and tokens a second from the milliseconds of a step, each speed-up from both sides."""
@@ -336,23 +319,6 @@ def test_the_rerank_table_shows_each_prompt_version_and_the_ties():
     assert tables.rerank_table([[{**base, "reranker": "none"}], [judge]]).splitlines()[2:] == [
         "| musique | none (BM25's order) | – | 15 | 0.567 | 0 of 15 | 0% | 9.9 | – | 0.0 |",
         '| musique | llm | `{"score": 7}` | 15 | 0.600 | 3 of 15 | 80% | 1.5 | 7 ×140, 8 ×9 | 12.3 |']
-
-
-def test_every_recorded_table_is_in_the_docs_with_its_date_and_source():
-    """No orphan figures in docs/results/recorded.json, no ``recorded-`` marker without its
-    figures, and each table says when it was measured and where its figures come from."""
-    import json
-
-    tables = _doc_tables()
-    recorded = json.loads(tables.RECORDED.read_text(encoding="utf-8"))
-    assert recorded["about"]
-    marked = {m.group("name") for p in tables.pages() for m in tables.MARKED.finditer(p.read_text(encoding="utf-8"))}
-    assert {name for name in marked if name.startswith("recorded-")} == set(recorded["tables"])
-    for name, table in recorded["tables"].items():
-        assert name.startswith("recorded-"), name
-        assert table["about"].get("date") and table["about"].get("source"), name
-        assert table["rows"] and all(len(row) == len(table["columns"]) for row in table["rows"]), name
-        assert all(isinstance(cell, str) for row in table["rows"] for cell in row), name
 
 
 def test_the_intervals_summary_notes_a_figure_over_fewer_questions():
