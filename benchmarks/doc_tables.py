@@ -719,8 +719,11 @@ def _structured_cells(row: dict[str, Any]) -> list[str]:
 def structured_outputs_datasets() -> list[str]:
     """The datasets measured by ``benchmarks/structured_outputs.py --figures`` (a file a dataset,
     ``docs/results/structured-outputs-DATASET.json``: each dataset is a run of hours of its own):
-    each has its ``structured-outputs-DATASET`` table."""
-    return _names_after("structured-outputs-")
+    each has its ``structured-outputs-DATASET`` table; in ``DATASET_NAMES``' order (the pages'
+    prose: MuSiQue first), any other after them."""
+    order = list(DATASET_NAMES)
+    return sorted(_names_after("structured-outputs-"),
+                  key=lambda d: (order.index(d) if d in order else len(order), d))
 
 
 def structured_outputs_rows(dataset: str, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:

@@ -219,8 +219,9 @@ def test_the_structured_outputs_table_shows_each_method_and_mode_of_its_dataset(
 
 def test_the_structured_outputs_tables_come_a_file_a_dataset(tmp_path, monkeypatch):
     """``structured-outputs-DATASET`` is registered for each ``structured-outputs-DATASET.json``
-    (each dataset is a run of hours, written by its own ``--figures``); a row is found by method
-    and mode, and a file without rows of its dataset is an error, not an empty table."""
+    (each dataset is a run of hours, written by its own ``--figures``), in the pages' order, MuSiQue
+    first; a row is found by method and mode, and a file without rows of its dataset is an error,
+    not an empty table."""
     tables = _doc_tables()
     (tmp_path / "results").mkdir()
     monkeypatch.setattr(tables, "DOCS", tmp_path)
@@ -234,7 +235,8 @@ def test_the_structured_outputs_tables_come_a_file_a_dataset(tmp_path, monkeypat
     rows = [row("retrieve-then-read", None, 0.2), row("ircot", "auto", 0.3), row("ircot", "off", 0.4)]
     (tmp_path / "results" / "structured-outputs-musique.json").write_text(json.dumps({"about": {}, "rows": rows}))
     (tmp_path / "results" / "structured-outputs-hotpotqa.json").write_text(json.dumps({"about": {}, "rows": rows}))
-    assert tables.structured_outputs_datasets() == ["hotpotqa", "musique"]
+    (tmp_path / "results" / "structured-outputs-bamboogle.json").write_text(json.dumps({"about": {}, "rows": rows}))
+    assert tables.structured_outputs_datasets() == ["musique", "hotpotqa", "bamboogle"]  # the pages' order
     assert len(tables.structured_outputs_table("musique").splitlines()) == 5
     assert tables.structured_outputs_row("musique", "ircot", "off")["F1"] == "0.40"
     assert tables.structured_outputs_row("musique", "retrieve-then-read")["structured"] == "–"
