@@ -376,3 +376,24 @@ def test_the_tree_of_reviews_tables_come_from_the_scripts_rows_a_table_a_dataset
     assert tables.tree_of_reviews_row("musique", "tor")["F1"] == "0.25"
     with pytest.raises(KeyError, match="no 2wikimultihopqa rows"):
         tables.tree_of_reviews_row("2wikimultihopqa", "retrieve-then-read")
+
+
+def test_every_results_file_says_when_where_and_how_it_was_measured():
+    """Each figures file under docs/results/ records the date, the machine and the command that
+    measured it (and the model, where a model ran: ``llm`` or ``model``), so every rendered
+    table can say so; the one file of transcribed differences dates each of its entries."""
+    import json
+
+    tables = _doc_tables()
+    files = sorted((tables.DOCS / "results").glob("*.json"))
+    assert len(files) > 20
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if path.name == "transcribed-comparisons.json":
+            assert all(entry.get("date") for entry in data["comparisons"] + data["f1"]), path.name
+            continue
+        about = data["about"]
+        assert all(about.get(key) for key in ("date", "machine", "command")), path.name
+        rows = json.dumps(data)
+        if '"llm_calls' in rows or '"f1"' in rows:  # a model answered questions
+            assert about.get("llm") or about.get("model"), path.name
