@@ -114,10 +114,12 @@ def main() -> None:
             reask(args, llm, mode, dataset)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"LLM {args.llm}; gensco-stop's stored selections, the answer re-asked with answer=short")
-    rows = [row for mode, dataset in pairs
-            if (row := summary(Path(args.runs) / "gensco-answer" / f"{mode}-{dataset}.jsonl", mode, dataset))]
+    rows = []
     for mode, dataset in pairs:
-        if not any(r["structured"] == mode and r["dataset"] == dataset for r in rows):
+        row = summary(Path(args.runs) / "gensco-answer" / f"{mode}-{dataset}.jsonl", mode, dataset)
+        if row:
+            rows.append(row)
+        else:
             print(f"{dataset} {mode}: nothing measured yet")
     if rows:
         print(gensco_answer_table(rows), end="")
